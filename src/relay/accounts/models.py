@@ -1,0 +1,70 @@
+"""Accounts, API keys and who is calling, pure."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from relay.verifications.store import Scope
+
+Mode = Literal["test", "live"]
+MAX_ACTIVE_KEYS_PER_MODE = 2
+_KEY_SHAPE = re.compile(r"^sk_(test|live)_[A-Za-z0-9]{32}$")
+
+
+def key_prefix(mode: Mode) -> str:
+    return f"sk_{mode}_"
+
+
+def key_mode(raw: str) -> Mode | None:
+    """The mode a well-formed key claims, or None for anything malformed."""
+    match = _KEY_SHAPE.match(raw)
+    if match is None:
+        return None
+    return "live" if match.group(1) == "live" else "test"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """An authenticated request: one account, in one mode, through one key."""
+
+    account_id: str
+    brand: str
+    webotp_domain: str | None
+    livemode: bool
+    key_id: str
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(account_id=self.account_id, livemode=self.livemode)
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    id: str
+    account_id: str
+    livemode: bool
+    last4: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+    @property
+    def mode(self) -> Mode:
+        return "live" if self.livemode else "test"
+
+    @property
+    def redacted(self) -> str:
+        return f"{key_prefix(self.mode)}…{self.last4}"
+
+
+@dataclass(frozen=True)
+class NewAccount:
+    """Shown once, at creation: only hashes of the keys are kept."""
+
+    id: str
+    name: str
+    test_key: str
+    live_key: str
+    webhook_secret: str

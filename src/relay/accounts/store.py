@@ -1,0 +1,117 @@
+"""SQL for accounts, keys and webhook signing secrets."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Row, func, insert, or_, select, update
+
+from relay.accounts.models import ApiKey, Caller
+from relay.db.tables import accounts, api_keys, webhook_secrets
+
+K = api_keys.c
+
+
+def insert_account(conn: Connection, *, account_id: str, name: str, brand: str, now: datetime) -> None:
+    conn.execute(insert(accounts).values(id=account_id, name=name, brand=brand, created_at=now))
+
+
+def account_exists(conn: Connection, account_id: str) -> bool:
+    found = conn.execute(select(accounts.c.id).where(accounts.c.id == account_id)).first()
+    return found is not None
+
+
+def active_key_count(conn: Connection, account_id: str, *, livemode: bool) -> int:
+    query = (
+        select(func.count())
+        .select_from(api_keys)
+        .where(K.account_id == account_id, K.livemode == livemode, K.revoked_at.is_(None))
+    )
+    return int(conn.execute(query).scalar_one())
+
+
+def insert_key(
+    conn: Connection,
+    *,
+    key_id: str,
+    account_id: str,
+    livemode: bool,
+    key_hash: str,
+    last4: str,
+    now: datetime,
+) -> None:
+    conn.execute(
+        insert(api_keys).values(
+            id=key_id,
+            account_id=account_id,
+            livemode=livemode,
+            key_hash=key_hash,
+            last4=last4,
+            created_at=now,
+        )
+    )
+
+
+def _key_from_row(row: Row[Any]) -> ApiKey:
+    return ApiKey(
+        id=row.id,
+        account_id=row.account_id,
+        livemode=row.livemode,
+        last4=row.last4,
+        created_at=row.created_at,
+        revoked_at=row.revoked_at,
+    )
+
+
+def list_keys(conn: Connection, account_id: str | None) -> list[ApiKey]:
+    query = select(api_keys).order_by(K.account_id, K.id)
+    if account_id is not None:
+        query = query.where(K.account_id == account_id)
+    return [_key_from_row(row) for row in conn.execute(query)]
+
+
+def revoke_key(conn: Connection, key_id: str, *, now: datetime) -> bool:
+    result = conn.execute(
+        update(api_keys).where(K.id == key_id, K.revoked_at.is_(None)).values(revoked_at=now)
+    )
+    return result.rowcount == 1
+
+
+def caller_for_hash(conn: Connection, key_hash: str) -> Caller | None:
+    row = conn.execute(
+        select(K.id, K.account_id, K.livemode, accounts.c.brand, accounts.c.webotp_domain)
+        .join(accounts, accounts.c.id == K.account_id)
+        .where(K.key_hash == key_hash, K.revoked_at.is_(None))
+    ).first()
+    if row is None:
+        return None
+    return Caller(
+        account_id=row.account_id,
+        brand=row.brand,
+        webotp_domain=row.webotp_domain,
+        livemode=row.livemode,
+        key_id=row.id,
+    )
+
+
+def insert_webhook_secret(
+    conn: Connection, *, secret_id: str, account_id: str, sealed: bytes, now: datetime
+) -> None:
+    conn.execute(
+        insert(webhook_secrets).values(
+            id=secret_id, account_id=account_id, sealed_secret=sealed, created_at=now
+        )
+    )
+
+
+def active_webhook_secrets(
+    conn: Connection, account_id: str, *, now: datetime
+) -> list[tuple[str, bytes]]:
+    W = webhook_secrets.c
+    rows = conn.execute(
+        select(W.id, W.sealed_secret)
+        .where(W.account_id == account_id, or_(W.expires_at.is_(None), W.expires_at > now))
+        .order_by(W.id.desc())
+    )
+    return [(row.id, row.sealed_secret) for row in rows]

@@ -1,0 +1,84 @@
+"""The port every SMS carrier implements, and the values that cross it.
+
+Carriers are edges: they speak a network protocol. The failover policy that
+decides what to do with their answers lives in `relay.carriers.routing` and is
+pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal, Protocol
+
+ReportStatus = Literal["delivered", "failed"]
+
+
+@dataclass(frozen=True)
+class OutboundSms:
+    """One SMS to submit. `body` holds the code: never log it."""
+
+    attempt_id: str
+    to: str
+    sender: str
+    body: str
+
+
+@dataclass(frozen=True)
+class SubmitReceipt:
+    """The carrier accepted the SMS and named it `carrier_message_id`."""
+
+    carrier_message_id: str
+
+
+@dataclass(frozen=True)
+class DeliveryReport:
+    """What a carrier later says about an SMS it accepted."""
+
+    carrier: str
+    carrier_message_id: str
+    status: ReportStatus
+    error_code: str | None
+    at: datetime
+
+
+class CarrierError(Exception):
+    """A submit that did not succeed; subclasses say whether failover helps."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class CarrierRejected(CarrierError):
+    """The carrier refused this SMS: try the next carrier."""
+
+
+class CarrierUnavailable(CarrierError):
+    """The carrier cannot be reached or is not bound: try the next carrier."""
+
+
+class CarrierThrottled(CarrierError):
+    """The carrier asks us to slow down: back off on it, this is not a failure."""
+
+    def __init__(self, code: str, message: str, *, retry_after: float) -> None:
+        super().__init__(code, message)
+        self.retry_after = retry_after
+
+
+ReportSink = Callable[[DeliveryReport], Awaitable[None]]
+
+
+class Carrier(Protocol):
+    """An SMS route. `start` wires the sink that receives delivery reports."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def start(self, reports: ReportSink) -> None: ...
+
+    async def submit(self, sms: OutboundSms) -> SubmitReceipt: ...
+
+    async def close(self) -> None: ...

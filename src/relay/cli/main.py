@@ -1,0 +1,127 @@
+"""The `relay` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from relay.config import Settings, load_settings
+from relay.errors import RelayError
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", type=Path, help="data directory (env RELAY_DATA_DIR)")
+    parser.add_argument("--database-url", help="database URL (env RELAY_DATABASE_URL)")
+    parser.add_argument("--config", type=Path, help="TOML settings file (env RELAY_CONFIG)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="relay", description="Relay: OTP by SMS, self-hosted.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="serve the HTTPS API and run background work")
+    _common(serve)
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.add_argument("--tls-cert", type=Path)
+    serve.add_argument("--tls-key", type=Path)
+    serve.add_argument("--demo", action="store_true", help="create and print a demo account")
+
+    migrate = commands.add_parser("migrate", help="apply database migrations")
+    _common(migrate)
+
+    accounts = commands.add_parser("accounts", help="manage accounts")
+    accounts_commands = accounts.add_subparsers(dest="action", required=True)
+    create = accounts_commands.add_parser("create", help="create an account and print its keys")
+    _common(create)
+    create.add_argument("name")
+    create.add_argument("--brand", help="name shown in the SMS (default: NAME)")
+    create.add_argument("--json", action="store_true")
+
+    keys = commands.add_parser("keys", help="manage API keys")
+    keys_commands = keys.add_subparsers(dest="action", required=True)
+    key_create = keys_commands.add_parser("create", help="create a key (printed once)")
+    _common(key_create)
+    key_create.add_argument("--account", required=True)
+    key_create.add_argument("--mode", choices=["test", "live"], required=True)
+    key_list = keys_commands.add_parser("list", help="list keys (never their secret)")
+    _common(key_list)
+    key_list.add_argument("--account")
+    key_revoke = keys_commands.add_parser("revoke", help="revoke a key")
+    _common(key_revoke)
+    key_revoke.add_argument("key_id")
+    return parser
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    names = ("data_dir", "database_url", "config", "host", "port", "tls_cert", "tls_key")
+    return load_settings(**{name: getattr(args, name, None) for name in names})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    settings = settings_from(args)
+    try:
+        if args.command == "serve":
+            from relay.cli.serve import serve
+
+            return serve(settings, demo=args.demo)
+        from relay.db.migrate import upgrade
+
+        upgrade(settings.resolved_database_url)
+        if args.command == "migrate":
+            print("migrations applied")
+            return 0
+        return asyncio.run(_manage(settings, args))
+    except RelayError as error:
+        print(f"relay: {error.message}", file=sys.stderr)
+        return 1
+
+
+async def _manage(settings: Settings, args: argparse.Namespace) -> int:
+    from relay.services import build_services
+
+    services = build_services(settings)
+    try:
+        if args.command == "accounts":
+            created = await services.accounts.create_account(args.name, brand=args.brand)
+            payload: dict[str, Any] = {
+                "id": created.id,
+                "name": created.name,
+                "test_key": created.test_key,
+                "live_key": created.live_key,
+                "webhook_secret": created.webhook_secret,
+            }
+            if args.json:
+                print(json.dumps(payload))
+            else:
+                print("\n".join(f"{k:15} {v}" for k, v in payload.items()))
+                print("The keys and the secret are shown once; Relay keeps only hashes of the keys.")
+            return 0
+        return await _keys(services, args)
+    finally:
+        await services.close()
+
+
+async def _keys(services: Any, args: argparse.Namespace) -> int:
+    if args.action == "create":
+        key, raw = await services.accounts.create_key(args.account, args.mode)
+        print(f"{key.id} {raw}")
+        print("The key is shown once; Relay keeps only its hash.")
+    elif args.action == "list":
+        for key in await services.accounts.list_keys(args.account):
+            state = "revoked" if key.revoked_at else "active"
+            print(f"{key.id} {key.account_id} {key.mode:4} {key.redacted} {state}")
+    else:
+        await services.accounts.revoke_key(args.key_id)
+        print(f"revoked {args.key_id}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

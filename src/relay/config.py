@@ -1,0 +1,101 @@
+"""One typed Settings object: defaults < TOML file < RELAY_* environment < command line."""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def _split_commas(value: object) -> object:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="RELAY_", extra="ignore")
+
+    data_dir: Path = Path(".relay")
+    database_url: str | None = None
+    config: Path | None = None
+
+    host: str = "127.0.0.1"
+    port: int = Field(8443, ge=0, le=65535)
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    # Plain HTTP is accepted only from these proxies, and only with X-Forwarded-Proto: https.
+    trusted_proxies: Annotated[list[IpNetwork], NoDecode] = []
+    public_url: str | None = None
+
+    code_key: str | None = None
+    default_ttl: int = Field(600, ge=60, le=3600)
+    max_sends: int = Field(5, ge=1, le=20)
+    resend_interval: int = Field(30, ge=0, le=3600)
+    sweep_interval: float = Field(1.0, gt=0, le=60)
+    brand: str = "Relay"
+
+    webhook_timeout: float = Field(5.0, gt=0, le=60)
+    webhook_retry_schedule: Annotated[list[float], NoDecode] = [10.0, 60.0, 300.0]
+    webhook_allowed_networks: Annotated[list[IpNetwork], NoDecode] = []
+    webhook_ca_bundle: Path | None = None
+
+    log_level: str = "info"
+
+    @field_validator(
+        "trusted_proxies", "webhook_retry_schedule", "webhook_allowed_networks", mode="before"
+    )
+    @classmethod
+    def _comma_lists(cls, value: object) -> object:
+        return _split_commas(value)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings)
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'relay.sqlite3').resolve()}"
+
+    def code_secret(self) -> bytes:
+        """The configured code key, or one generated once into the data dir."""
+        if self.code_key:
+            return self.code_key.encode()
+        path = self.data_dir / "code.key"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch(mode=0o600, exist_ok=True)
+            path.write_text(secrets.token_urlsafe(48))
+        return path.read_text().strip().encode()
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build settings; `overrides` (command-line values) beat env, env beats the TOML file."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    explicit = Settings(**given)
+    if explicit.config is None:
+        return explicit
+    with explicit.config.open("rb") as handle:
+        file_values = tomllib.load(handle)
+    return Settings(**{**file_values, **explicit.model_dump(exclude_unset=True)})

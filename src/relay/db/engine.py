@@ -1,0 +1,134 @@
+"""Run a unit of work (a sync function over a Connection) in one transaction.
+
+Domain stores are written once, as plain functions of a SQLAlchemy
+`Connection`. How they run differs per database:
+
+- SQLite: a dedicated writer thread holds one connection and opens every write
+  with BEGIN IMMEDIATE, so a transaction takes the write lock up front instead
+  of failing with SQLITE_BUSY half-way. Reads use their own thread and
+  connection (WAL lets them run beside the writer). One thread hop per
+  transaction, not per statement.
+- PostgreSQL: asyncpg through SQLAlchemy's async engine; the same function runs
+  inside `run_sync`, without threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol, TypeVar
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+T = TypeVar("T")
+Work = Callable[[Connection], T]
+
+
+class Database(Protocol):
+    dialect: str
+
+    async def write(self, work: Work[T]) -> T: ...
+
+    async def read(self, work: Work[T]) -> T: ...
+
+    async def close(self) -> None: ...
+
+
+def sync_url(url: str) -> str:
+    """The URL for synchronous tools (migrations, CLI) on either database."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "postgresql":
+        return parsed.set(drivername="postgresql+asyncpg").render_as_string(hide_password=False)
+    return url
+
+
+def is_postgres(url: str) -> bool:
+    return make_url(url).get_backend_name() == "postgresql"
+
+
+def sqlite_engine(url: str, *, begin: str) -> Engine:
+    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+    @event.listens_for(engine, "connect")
+    def _configure(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy's BEGIN below be the only transaction control.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "busy_timeout=30000",
+                       "foreign_keys=ON"):
+            cursor.execute(f"PRAGMA {pragma}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: Connection) -> None:
+        connection.exec_driver_sql(begin)
+
+    return engine
+
+
+class SqliteDatabase:
+    dialect = "sqlite"
+
+    def __init__(self, url: str) -> None:
+        self._writer_engine = sqlite_engine(url, begin="BEGIN IMMEDIATE")
+        self._reader_engine = sqlite_engine(url, begin="BEGIN")
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="relay-sqlite-writer")
+        self._reader = ThreadPoolExecutor(1, thread_name_prefix="relay-sqlite-reader")
+        self._local = threading.local()
+
+    def _connection(self, engine: Engine) -> Connection:
+        key = f"conn_{id(engine)}"
+        conn: Connection | None = getattr(self._local, key, None)
+        if conn is None or conn.closed:
+            conn = engine.connect()
+            setattr(self._local, key, conn)
+        return conn
+
+    def _run(self, engine: Engine, work: Work[T]) -> T:
+        conn = self._connection(engine)
+        with conn.begin():
+            return work(conn)
+
+    async def write(self, work: Work[T]) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._writer, self._run, self._writer_engine, work)
+
+    async def read(self, work: Work[T]) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._reader, self._run, self._reader_engine, work)
+
+    async def close(self) -> None:
+        self._writer.shutdown(wait=True)
+        self._reader.shutdown(wait=True)
+        self._writer_engine.dispose()
+        self._reader_engine.dispose()
+
+
+class PostgresDatabase:
+    dialect = "postgresql"
+
+    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+        self._engine: AsyncEngine = create_async_engine(
+            sync_url(url), pool_size=pool_size, max_overflow=0, pool_pre_ping=False
+        )
+
+    async def write(self, work: Work[T]) -> T:
+        async with self._engine.begin() as conn:
+            return await conn.run_sync(work)
+
+    async def read(self, work: Work[T]) -> T:
+        async with self._engine.connect() as conn:
+            return await conn.run_sync(work)
+
+    async def close(self) -> None:
+        await self._engine.dispose()
+
+
+def open_database(url: str) -> Database:
+    if is_postgres(url):
+        return PostgresDatabase(url)
+    return SqliteDatabase(url)

@@ -1,0 +1,58 @@
+"""Prefixed, time-sortable identifiers (ULID layout: 48-bit ms clock + 80 random bits)."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+
+_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_BODY_LENGTH = 26
+PREFIXES = frozenset({"acct", "key", "msg", "ver", "att", "evt", "req", "whs"})
+
+
+class _Monotonic:
+    """Ids made in one process within one millisecond still sort by creation."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last_ms = -1
+        self._last_random = 0
+
+    def next_value(self) -> int:
+        with self._lock:
+            ms = time.time_ns() // 1_000_000
+            if ms <= self._last_ms:
+                ms = self._last_ms
+                self._last_random += 1
+            else:
+                self._last_ms = ms
+                self._last_random = secrets.randbits(79)  # headroom for increments
+            return (ms << 80) | self._last_random
+
+
+_GENERATOR = _Monotonic()
+
+
+def _encode(value: int) -> str:
+    chars = []
+    for _ in range(_BODY_LENGTH):
+        chars.append(_ALPHABET[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+def new_id(prefix: str) -> str:
+    if prefix not in PREFIXES:
+        raise ValueError(f"unknown id prefix {prefix!r}")
+    return f"{prefix}_{_encode(_GENERATOR.next_value())}"
+
+
+def is_id(value: str, prefix: str) -> bool:
+    head, sep, body = value.partition("_")
+    return (
+        sep == "_"
+        and head == prefix
+        and len(body) == _BODY_LENGTH
+        and all(c in _ALPHABET for c in body)
+    )

@@ -1,0 +1,57 @@
+"""The self-signed certificate `relay serve` creates when none is configured."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+
+@dataclass(frozen=True)
+class CertificatePaths:
+    cert: Path
+    key: Path
+
+    def fingerprint(self) -> str:
+        cert = x509.load_pem_x509_certificate(self.cert.read_bytes())
+        return cert.fingerprint(hashes.SHA256()).hex(":").upper()
+
+
+def ensure_self_signed(directory: Path, *, hosts: tuple[str, ...] = ("localhost",)) -> CertificatePaths:
+    paths = CertificatePaths(directory / "cert.pem", directory / "key.pem")
+    if paths.cert.exists() and paths.key.exists():
+        return paths
+    directory.mkdir(parents=True, exist_ok=True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Relay development server")])
+    now = datetime.now(UTC)
+    alt_names: list[x509.GeneralName] = [x509.DNSName(h) for h in hosts]
+    alt_names += [x509.IPAddress(ipaddress.ip_address(a)) for a in ("127.0.0.1", "::1")]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=825))
+        .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    paths.key.touch(mode=0o600)
+    paths.key.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    paths.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return paths

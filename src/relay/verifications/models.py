@@ -1,0 +1,146 @@
+"""The verification state machine, pure: every rule takes `now`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from relay.clock import isoformat
+from relay.errors import (
+    MaxAttemptsReached,
+    MaxSendsReached,
+    ResendTooSoon,
+    VerificationApproved,
+    VerificationCanceled,
+    VerificationClosed,
+    VerificationExpired,
+)
+
+CHECK_LIMIT = 5
+TEST_CODE = "000000"
+
+
+class Status(StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    EXPIRED = "expired"
+    CANCELED = "canceled"
+    MAX_ATTEMPTS_REACHED = "max_attempts_reached"
+
+
+class AttemptStatus(StrEnum):
+    QUEUED = "queued"
+    SENT = "sent"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    id: str
+    status: AttemptStatus
+    carrier: str
+    at: datetime
+    error: dict[str, Any] | None
+    livemode: bool
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "attempt",
+            "livemode": self.livemode,
+            "status": self.status.value,
+            "carrier": self.carrier,
+            "at": isoformat(self.at),
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class Verification:
+    id: str
+    account_id: str
+    livemode: bool
+    to: str
+    country: str
+    sender: str
+    locale: str
+    code_length: int
+    status: Status
+    checks: int
+    sends: int
+    metadata: dict[str, str]
+    webhook_url: str | None
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime
+    last_sent_at: datetime
+    approved_at: datetime | None
+    canceled_at: datetime | None
+    attempts: tuple[Attempt, ...] = ()
+
+    def status_at(self, now: datetime) -> Status:
+        """A pending verification past its TTL is expired, whether or not the sweep ran."""
+        if self.status is Status.PENDING and now >= self.expires_at:
+            return Status.EXPIRED
+        return self.status
+
+    def to_api(self, now: datetime) -> dict[str, Any]:
+        status = self.status_at(now)
+        return {
+            "id": self.id,
+            "object": "verification",
+            "livemode": self.livemode,
+            "status": status.value,
+            "to": self.to,
+            "country": self.country,
+            "sender": self.sender,
+            "locale": self.locale,
+            "code_length": self.code_length,
+            "verified": status is Status.APPROVED,
+            "remaining_checks": max(0, CHECK_LIMIT - self.checks),
+            "attempts": [attempt.to_api() for attempt in self.attempts],
+            "metadata": self.metadata,
+            "webhook_url": self.webhook_url,
+            "created_at": isoformat(self.created_at),
+            "updated_at": isoformat(self.updated_at),
+            "expires_at": isoformat(self.expires_at),
+            "approved_at": _iso_or_none(self.approved_at),
+            "canceled_at": _iso_or_none(self.canceled_at),
+        }
+
+
+def _iso_or_none(moment: datetime | None) -> str | None:
+    return None if moment is None else isoformat(moment)
+
+
+_CLOSED_ERRORS: dict[Status, type[VerificationClosed]] = {
+    Status.APPROVED: VerificationApproved,
+    Status.EXPIRED: VerificationExpired,
+    Status.CANCELED: VerificationCanceled,
+    Status.MAX_ATTEMPTS_REACHED: MaxAttemptsReached,
+}
+
+
+def closed_error(status: Status) -> VerificationClosed:
+    return _CLOSED_ERRORS[status]()
+
+
+def require_resend_allowed(
+    verification: Verification, *, now: datetime, max_sends: int, interval: int
+) -> None:
+    """A resend reuses the pending verification; money caps how often it may happen."""
+    if verification.sends >= max_sends:
+        wait = (verification.expires_at - now).total_seconds()
+        raise MaxSendsReached(retry_after=int(wait) + 1)
+    ready_at = verification.last_sent_at + timedelta(seconds=interval)
+    if now < ready_at:
+        wait = (ready_at - now).total_seconds()
+        raise ResendTooSoon(retry_after=int(wait) + (0 if wait.is_integer() else 1))
+
+
+def check_is_correct(*, submitted: str, livemode: bool, matches: bool) -> bool:
+    """Test keys also accept the fixed sandbox code, so integrations can be scripted."""
+    return matches or (not livemode and submitted == TEST_CODE)

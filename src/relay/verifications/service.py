@@ -1,0 +1,292 @@
+"""Verification use cases. Each runs in one transaction with the events it causes."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import Connection
+from sqlalchemy.exc import IntegrityError
+
+from relay.accounts.models import Caller
+from relay.carriers.base import OutboundSms
+from relay.carriers.sandbox import SandboxCarrier
+from relay.clock import Clock
+from relay.crypto import Keyring, generate_code
+from relay.db.engine import Database
+from relay.errors import NoRouteAvailable, RelayError, ResendTooSoon, ResourceMissing
+from relay.events import store as event_store
+from relay.events.models import EventType, NewEvent
+from relay.ids import new_id
+from relay.phone import Destination, parse_destination
+from relay.sms.text import render_sms
+from relay.verifications import store
+from relay.verifications.models import (
+    AttemptStatus,
+    Status,
+    Verification,
+    check_is_correct,
+    closed_error,
+    require_resend_allowed,
+)
+from relay.verifications.store import ListQuery, NewVerification, Scope
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    to: str
+    locale: str
+    code_length: int
+    ttl: int
+    metadata: dict[str, str]
+    webhook_url: str | None
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_sends: int = 5
+    resend_interval: int = 30
+
+
+@dataclass(frozen=True)
+class _Sent:
+    verification: Verification
+    sms: OutboundSms
+
+
+def sender_name(brand: str) -> str:
+    """Alphanumeric sender ids are at most 11 letters, digits and spaces on most networks."""
+    cleaned = re.sub(r"[^A-Za-z0-9 ]", "", brand).strip()[:11].strip()
+    return cleaned or "Relay"
+
+
+class VerificationService:
+    def __init__(
+        self,
+        db: Database,
+        keyring: Keyring,
+        clock: Clock,
+        *,
+        sandbox: SandboxCarrier,
+        limits: Limits,
+    ) -> None:
+        self._db = db
+        self._keyring = keyring
+        self._clock = clock
+        self._sandbox = sandbox
+        self._limits = limits
+
+    async def create(self, caller: Caller, request: CreateRequest) -> Verification:
+        destination = parse_destination(request.to, livemode=caller.livemode)
+        if caller.livemode:
+            # Live sends need a configured route; nothing is written without one.
+            raise NoRouteAvailable()
+        now = self._clock.now()
+        try:
+            sent = await self._db.write(lambda c: self._create(c, caller, request, destination, now))
+        except IntegrityError:
+            # Another request opened a verification for this number first: this one is a resend.
+            sent = await self._db.write(lambda c: self._create(c, caller, request, destination, now))
+        await self._sandbox.submit(sent.sms)
+        return sent.verification
+
+    def _create(
+        self,
+        conn: Connection,
+        caller: Caller,
+        request: CreateRequest,
+        destination: Destination,
+        now: datetime,
+    ) -> _Sent:
+        scope = caller.scope
+        for expired_id in store.expire_due_for_number(conn, scope, destination.e164, now=now):
+            self._emit_for(conn, scope, expired_id, EventType.VERIFICATION_EXPIRED, now)
+        existing = store.pending_id_for(conn, scope, destination.e164)
+        if existing is None:
+            verification_id, code = self._open(conn, caller, request, destination, now)
+        else:
+            verification_id, code = self._resend(conn, scope, existing, now)
+        attempt_id = new_id("att")
+        store.insert_attempt(
+            conn,
+            attempt_id=attempt_id,
+            verification_id=verification_id,
+            carrier="sandbox",
+            status=AttemptStatus.DELIVERED,
+            now=now,
+        )
+        verification = self._load(conn, scope, verification_id)
+        self._emit(conn, _as_just_sent(verification), EventType.VERIFICATION_SENT, now)
+        self._emit(conn, verification, EventType.VERIFICATION_DELIVERED, now)
+        body = render_sms(
+            locale=verification.locale,
+            brand=caller.brand,
+            code=code,
+            webotp_domain=caller.webotp_domain,
+        )
+        sms = OutboundSms(attempt_id=attempt_id, to=destination.e164, sender=verification.sender, body=body)
+        return _Sent(verification, sms)
+
+    def _open(
+        self,
+        conn: Connection,
+        caller: Caller,
+        request: CreateRequest,
+        destination: Destination,
+        now: datetime,
+    ) -> tuple[str, str]:
+        verification_id = new_id("ver")
+        code = generate_code(request.code_length)
+        new = NewVerification(
+            id=verification_id,
+            to=destination.e164,
+            country=destination.country,
+            sender=sender_name(caller.brand),
+            locale=request.locale,
+            code_length=request.code_length,
+            code_mac=self._keyring.code_mac(verification_id, code),
+            sealed_code=self._keyring.seal(verification_id, code),
+            metadata=request.metadata,
+            webhook_url=request.webhook_url,
+            expires_at=now + timedelta(seconds=request.ttl),
+        )
+        store.insert_verification(conn, caller.scope, new, now)
+        return verification_id, code
+
+    def _resend(self, conn: Connection, scope: Scope, verification_id: str, now: datetime) -> tuple[str, str]:
+        current = self._load(conn, scope, verification_id)
+        require_resend_allowed(
+            current, now=now, max_sends=self._limits.max_sends, interval=self._limits.resend_interval
+        )
+        if not store.count_resend(conn, scope, verification_id, seen_sends=current.sends, now=now):
+            raise ResendTooSoon(retry_after=self._limits.resend_interval)
+        secrets = store.load_secrets(conn, scope, verification_id)
+        if secrets is None or secrets[1] is None:
+            raise ResourceMissing()
+        return verification_id, self._keyring.unseal(verification_id, secrets[1])
+
+    async def retrieve(self, caller: Caller, verification_id: str) -> Verification:
+        found = await self._db.read(lambda c: store.load(c, caller.scope, verification_id))
+        if found is None:
+            raise ResourceMissing(f"No such verification: {verification_id}", param="id")
+        return found
+
+    async def check(
+        self, caller: Caller, *, code: str, verification_id: str | None = None, to: str | None = None
+    ) -> Verification:
+        now = self._clock.now()
+        verification, error = await self._db.write(
+            lambda c: self._check(c, caller, code=code, verification_id=verification_id, to=to, now=now)
+        )
+        if error is not None:
+            raise error
+        return verification
+
+    def _check(
+        self,
+        conn: Connection,
+        caller: Caller,
+        *,
+        code: str,
+        verification_id: str | None,
+        to: str | None,
+        now: datetime,
+    ) -> tuple[Verification, RelayError | None]:
+        scope = caller.scope
+        target = verification_id or (to and store.pending_id_for(conn, scope, to))
+        secrets = store.load_secrets(conn, scope, target) if target else None
+        if target is None or secrets is None:
+            param = "id" if verification_id else "to"
+            raise ResourceMissing("No pending verification matches.", param=param)
+        matches = self._keyring.code_matches(target, code, secrets[0])
+        correct = check_is_correct(submitted=code, livemode=caller.livemode, matches=matches)
+        status = store.count_check(conn, scope, target, correct=correct, now=now)
+        if status is None:
+            # Not open: report why, after closing it if its TTL ran out unnoticed.
+            if store.expire_one(conn, scope, target, now=now):
+                self._emit_for(conn, scope, target, EventType.VERIFICATION_EXPIRED, now)
+            verification = self._load(conn, scope, target)
+            return verification, closed_error(verification.status_at(now))
+        verification = self._load(conn, scope, target)
+        if status is Status.APPROVED:
+            self._emit(conn, verification, EventType.VERIFICATION_APPROVED, now)
+        elif status is Status.MAX_ATTEMPTS_REACHED:
+            self._emit(conn, verification, EventType.VERIFICATION_MAX_ATTEMPTS_REACHED, now)
+        return verification, None
+
+    async def cancel(self, caller: Caller, verification_id: str) -> Verification:
+        now = self._clock.now()
+        verification, error = await self._db.write(
+            lambda c: self._cancel(c, caller.scope, verification_id, now)
+        )
+        if error is not None:
+            raise error
+        return verification
+
+    def _cancel(
+        self, conn: Connection, scope: Scope, verification_id: str, now: datetime
+    ) -> tuple[Verification, RelayError | None]:
+        if store.cancel(conn, scope, verification_id, now=now):
+            return self._load(conn, scope, verification_id), None
+        if store.expire_one(conn, scope, verification_id, now=now):
+            self._emit_for(conn, scope, verification_id, EventType.VERIFICATION_EXPIRED, now)
+        verification = store.load(conn, scope, verification_id)
+        if verification is None:
+            raise ResourceMissing(f"No such verification: {verification_id}", param="id")
+        status = verification.status_at(now)
+        return verification, None if status is Status.CANCELED else closed_error(status)
+
+    async def list(self, caller: Caller, query: ListQuery) -> tuple[list[Verification], bool]:
+        now = self._clock.now()
+        return await self._db.read(lambda c: store.list_page(c, caller.scope, query, now=now))
+
+    async def expire_due(self, *, batch: int = 200) -> int:
+        """The sweep: close verifications whose TTL elapsed, one event each."""
+        now = self._clock.now()
+
+        def work(conn: Connection) -> int:
+            closed = store.expire_due(conn, now=now, limit=batch)
+            for verification_id in closed:
+                row = store.load_any(conn, verification_id)
+                if row is not None:
+                    self._emit(conn, row, EventType.VERIFICATION_EXPIRED, now)
+            return len(closed)
+
+        return await self._db.write(work)
+
+    def _load(self, conn: Connection, scope: Scope, verification_id: str) -> Verification:
+        found = store.load(conn, scope, verification_id)
+        if found is None:
+            raise ResourceMissing(param="id")
+        return found
+
+    def _emit_for(
+        self, conn: Connection, scope: Scope, verification_id: str, kind: EventType, now: datetime
+    ) -> None:
+        self._emit(conn, self._load(conn, scope, verification_id), kind, now)
+
+    def _emit(self, conn: Connection, verification: Verification, kind: EventType, now: datetime) -> None:
+        event = NewEvent(
+            id=new_id("evt"),
+            type=kind,
+            created_at=now,
+            livemode=verification.livemode,
+            data_object=verification.to_api(now),
+        )
+        event_store.record(
+            conn,
+            event,
+            account_id=verification.account_id,
+            related_id=verification.id,
+            webhook_url=verification.webhook_url,
+        )
+
+
+def _as_just_sent(verification: Verification) -> Verification:
+    """The verification as it stood when its newest attempt was handed to the carrier."""
+    *earlier, newest = verification.attempts
+    return dataclasses.replace(
+        verification, attempts=(*earlier, dataclasses.replace(newest, status=AttemptStatus.SENT))
+    )

@@ -1,0 +1,74 @@
+"""The ASGI application: FastAPI at the edge, everything else behind `Services`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.responses import HTMLResponse, Response
+
+from relay.errors import RelayError
+from relay.services import Services
+from relay.web import errors as error_map
+from relay.web.docs import api_page, errors_page
+from relay.web.middleware import EdgeMiddleware
+from relay.web.responses import JsonResponse
+from relay.web.routes import router
+from relay.web.schemas import Health
+from relay.worker.sweeper import run_sweeper
+
+log = logging.getLogger("relay.app")
+
+
+def create_app(services: Services, *, background: bool = True) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        tasks = []
+        if background:
+            tasks.append(asyncio.create_task(run_sweeper(services), name="relay-sweeper"))
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await services.close()
+
+    app = FastAPI(
+        title="Relay",
+        version="1",
+        summary="Send one-time passcodes by SMS and check them.",
+        openapi_url="/v1/openapi.json",
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+        default_response_class=JsonResponse,
+    )
+    app.state.services = services
+    app.include_router(router)
+    app.add_exception_handler(RelayError, error_map.on_relay_error)
+    app.add_exception_handler(RequestValidationError, error_map.on_validation_error)
+    app.add_exception_handler(HTTPException, error_map.on_http_error)
+    app.add_exception_handler(Exception, error_map.on_unexpected)
+    app.add_middleware(EdgeMiddleware, trusted_proxies=services.settings.trusted_proxies)
+    _add_pages(app)
+    return app
+
+
+def _add_pages(app: FastAPI) -> None:
+    @app.get("/healthz", response_model=Health, include_in_schema=False)
+    async def healthz() -> Response:
+        return JsonResponse({"ok": True})
+
+    @app.get("/docs/errors", include_in_schema=False)
+    async def error_reference() -> Response:
+        return HTMLResponse(errors_page())
+
+    @app.get("/docs", include_in_schema=False)
+    async def api_reference(request: Request) -> Response:
+        return HTMLResponse(api_page(request.app.openapi()))

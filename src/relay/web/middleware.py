@@ -1,0 +1,122 @@
+"""The HTTP edge, before any route runs: request ids, HTTPS only, body limits."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import time
+from collections.abc import Sequence
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from relay import errors as e
+from relay.config import IpNetwork
+from relay.ids import new_id
+from relay.web.errors import error_response
+
+MAX_BODY = 64 * 1024
+_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+log = logging.getLogger("relay.http")
+
+
+class EdgeMiddleware:
+    def __init__(self, app: ASGIApp, *, trusted_proxies: Sequence[IpNetwork] = ()) -> None:
+        self.app = app
+        self.trusted_proxies = tuple(trusted_proxies)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = new_id("req")
+        started = time.perf_counter()
+        status_seen = 0
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status_seen
+            if message["type"] == "http.response.start":
+                status_seen = message["status"]
+                message["headers"] = [*message.get("headers", []), (b"request-id", request_id.encode())]
+            await send(message)
+
+        refusal = self._refusal(scope)
+        body = b""
+        if refusal is None and scope["method"] in _WITH_BODY:
+            body, refusal = await _read_body(receive)
+        if refusal is not None:
+            await error_response(refusal, base_url=_base_url(scope))(scope, receive, send_with_id)
+        else:
+            await self.app(scope, _replay(body, receive), send_with_id)
+        log.info(
+            "http.request",
+            extra={
+                "request_id": request_id,
+                "method": scope["method"],
+                "path": scope["path"],
+                "status": status_seen,
+                "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+            },
+        )
+
+    def _refusal(self, scope: Scope) -> e.RelayError | None:
+        if not self._is_https(scope):
+            return e.HttpsRequired()
+        headers = dict(scope["headers"])
+        length = headers.get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
+            return e.BodyTooLarge()
+        has_body = length not in (None, b"0") or b"transfer-encoding" in headers
+        if scope["method"] in _WITH_BODY and has_body:
+            media = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+            if media != b"application/json":
+                return e.ContentTypeInvalid()
+        return None
+
+    def _is_https(self, scope: Scope) -> bool:
+        if scope.get("scheme") == "https":
+            return True
+        client = scope.get("client")
+        if not client or not self.trusted_proxies:
+            return False
+        try:
+            address = ipaddress.ip_address(client[0])
+        except ValueError:
+            return False
+        if not any(address in network for network in self.trusted_proxies):
+            return False
+        return dict(scope["headers"]).get(b"x-forwarded-proto") == b"https"
+
+
+async def _read_body(receive: Receive) -> tuple[bytes, e.RelayError | None]:
+    """Read the whole body first: Content-Length may be absent (chunked) or lie."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"", None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY:
+            return b"", e.BodyTooLarge()
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks), None
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def _base_url(scope: Scope) -> str:
+    host = dict(scope["headers"]).get(b"host", b"localhost").decode("latin-1")
+    return f"https://{host}"

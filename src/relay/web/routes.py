@@ -1,0 +1,215 @@
+"""HTTP routes of the Verify API: parse, call one service method, render."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict
+from starlette.responses import Response
+
+from relay.accounts.models import Caller
+from relay.errors import ParameterInvalid, ParameterMissing, PhoneNumberInvalid, ResourceMissing
+from relay.ids import is_id
+from relay.services import Services
+from relay.sms.text import UnsupportedLocale, is_valid_bcp47, resolve_locale
+from relay.verifications.models import Status, Verification
+from relay.verifications.service import CreateRequest
+from relay.verifications.store import ListQuery
+from relay.web.responses import JsonResponse
+from relay.web.schemas import (
+    CheckVerificationBody,
+    CreateVerificationBody,
+    ErrorBody,
+    VerificationList,
+    VerificationObject,
+)
+from relay.webhooks.guard import url_problem
+
+_E164 = re.compile(r"^\+[1-9]\d{6,14}$")
+_bearer = HTTPBearer(auto_error=False, description="A secret key: sk_test_… or sk_live_….")
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": text}
+    for status, text in [
+        (400, "Invalid request"),
+        (401, "Authentication failed"),
+        (403, "HTTPS required"),
+        (404, "No such object or route"),
+        (405, "Method not allowed"),
+        (409, "The verification is closed, or the idempotency key is in use"),
+        (413, "Body larger than 64 KiB"),
+        (415, "Body is not application/json"),
+        (422, "Idempotency key reused with another request"),
+        (429, "Rate or send limit reached; see Retry-After"),
+        (500, "Internal error"),
+        (503, "No SMS route for the destination"),
+    ]
+}
+
+_URL_PROBLEMS = {
+    "malformed": "webhook_url is not a well-formed URL.",
+    "not_https": "webhook_url must use https://.",
+    "too_long": "webhook_url may be at most 2048 characters.",
+    "userinfo": "webhook_url may not carry a user name or password.",
+    "no_host": "webhook_url needs a host name.",
+    "refused_address": "webhook_url points at a private or reserved address.",
+}
+
+router = APIRouter(prefix="/v1", responses=_ERRORS)
+
+
+class CancelBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def services(request: Request) -> Services:
+    found: Services = request.app.state.services
+    return found
+
+
+async def caller(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
+) -> Caller:
+    raw = credentials.credentials if credentials is not None else None
+    return await services(request).accounts.authenticate(raw)
+
+
+CallerDep = Annotated[Caller, Depends(caller)]
+ServicesDep = Annotated[Services, Depends(services)]
+
+
+def _render(verification: Verification, now: datetime) -> Response:
+    return JsonResponse(verification.to_api(now))
+
+
+def _verification_id(value: str) -> str:
+    if not is_id(value, "ver"):
+        raise ResourceMissing(f"No such verification: {value}", param="id")
+    return value
+
+
+@router.post("/verifications", response_model=VerificationObject, summary="Send a verification")
+async def create_verification(
+    body: CreateVerificationBody, who: CallerDep, app: ServicesDep
+) -> Response:
+    """Send a code to `to`. A second create for a number that has a pending
+    verification resends the same code and returns the same verification."""
+    if body.webhook_url is not None:
+        problem = url_problem(body.webhook_url, allowed=app.settings.webhook_allowed_networks)
+        if problem is not None:
+            raise ParameterInvalid(_URL_PROBLEMS[problem], param="webhook_url")
+    request = CreateRequest(
+        to=body.to,
+        locale=_locale(body.locale),
+        code_length=body.code_length,
+        ttl=body.ttl,
+        metadata=body.metadata,
+        webhook_url=body.webhook_url,
+    )
+    verification = await app.verifications.create(who, request)
+    return _render(verification, app.clock.now())
+
+
+def _locale(tag: str) -> str:
+    try:
+        if not is_valid_bcp47(tag):
+            raise UnsupportedLocale(tag)
+        return resolve_locale(tag)
+    except UnsupportedLocale as exc:
+        raise ParameterInvalid(
+            f"Unsupported locale {tag!r}; use en, es, fr, de or pt.", param="locale"
+        ) from exc
+
+
+@router.post(
+    "/verifications/check", response_model=VerificationObject, summary="Check a verification"
+)
+async def check_verification(
+    body: CheckVerificationBody, who: CallerDep, app: ServicesDep
+) -> Response:
+    """Submit a code by verification `id`, or by `to` for that number's pending
+    verification. At most 5 checks count."""
+    if (body.id is None) == (body.to is None):
+        if body.id is None:
+            raise ParameterMissing("Give either id or to.", param="id")
+        raise ParameterInvalid("Give either id or to, not both.", param="to")
+    if body.to is not None and not _E164.match(body.to):
+        raise PhoneNumberInvalid(param="to")
+    verification_id = None if body.id is None else _verification_id(body.id)
+    verification = await app.verifications.check(
+        who, code=body.code, verification_id=verification_id, to=body.to
+    )
+    return _render(verification, app.clock.now())
+
+
+@router.get(
+    "/verifications/{verification_id}",
+    response_model=VerificationObject,
+    summary="Retrieve a verification",
+)
+async def retrieve_verification(verification_id: str, who: CallerDep, app: ServicesDep) -> Response:
+    verification = await app.verifications.retrieve(who, _verification_id(verification_id))
+    return _render(verification, app.clock.now())
+
+
+@router.post(
+    "/verifications/{verification_id}/cancel",
+    response_model=VerificationObject,
+    summary="Cancel a verification",
+)
+async def cancel_verification(
+    verification_id: str, who: CallerDep, app: ServicesDep, body: CancelBody | None = None
+) -> Response:
+    """Close a pending verification. Cancelling a canceled one returns it unchanged."""
+    verification = await app.verifications.cancel(who, _verification_id(verification_id))
+    return _render(verification, app.clock.now())
+
+
+@router.get("/verifications", response_model=VerificationList, summary="List verifications")
+async def list_verifications(
+    who: CallerDep,
+    app: ServicesDep,
+    limit: Annotated[int, Query(ge=1, le=100)] = 10,
+    starting_after: Annotated[str | None, Query(description="Cursor: an object id")] = None,
+    ending_before: Annotated[str | None, Query(description="Cursor: an object id")] = None,
+    status: Status | None = None,
+    to: Annotated[str | None, Query(pattern=r"^\+[1-9]\d{6,14}$")] = None,
+    created_gte: Annotated[datetime | None, Query(alias="created[gte]")] = None,
+    created_lt: Annotated[datetime | None, Query(alias="created[lt]")] = None,
+) -> Response:
+    """Newest first, keyset-paginated: pass the last id of a page as `starting_after`."""
+    if starting_after is not None and ending_before is not None:
+        raise ParameterInvalid("Use starting_after or ending_before, not both.", param="ending_before")
+    for name, cursor in (("starting_after", starting_after), ("ending_before", ending_before)):
+        if cursor is not None and not is_id(cursor, "ver"):
+            raise ParameterInvalid(f"{name} must be a verification id.", param=name)
+    query = ListQuery(
+        limit=limit,
+        starting_after=starting_after,
+        ending_before=ending_before,
+        status=status,
+        to=to,
+        created_gte=_aware(created_gte, "created[gte]"),
+        created_lt=_aware(created_lt, "created[lt]"),
+    )
+    page, has_more = await app.verifications.list(who, query)
+    now = app.clock.now()
+    return JsonResponse(
+        {
+            "object": "list",
+            "url": "/v1/verifications",
+            "data": [verification.to_api(now) for verification in page],
+            "has_more": has_more,
+        }
+    )
+
+
+def _aware(moment: datetime | None, param: str) -> datetime | None:
+    if moment is not None and moment.tzinfo is None:
+        raise ParameterInvalid(f"{param} needs a time zone, such as Z.", param=param)
+    return moment
