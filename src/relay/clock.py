@@ -30,4 +30,6 @@ class OffsetClock:
 
 def isoformat(moment: datetime) -> str:
     """ISO 8601 in UTC with a `Z`, millisecond precision, as the API shows times."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return (
+        moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    )

@@ -9,7 +9,11 @@ from __future__ import annotations
 import logging
 import sys
 
-_STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
+    "message",
+    "asctime",
+    "color_message",  # uvicorn's terminal-coloured duplicate of the message
+}
 
 
 class KeyValueFormatter(logging.Formatter):
@@ -17,7 +21,8 @@ class KeyValueFormatter(logging.Formatter):
         fields = " ".join(
             f"{key}={value}" for key, value in record.__dict__.items() if key not in _STANDARD
         )
-        line = f"{self.formatTime(record)} {record.levelname.lower()} {record.name} {record.getMessage()}"
+        stamp = self.formatTime(record)
+        line = f"{stamp} {record.levelname.lower()} {record.name} {record.getMessage()}"
         if fields:
             line += " " + fields
         if record.exc_info:

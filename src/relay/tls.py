@@ -23,7 +23,9 @@ class CertificatePaths:
         return cert.fingerprint(hashes.SHA256()).hex(":").upper()
 
 
-def ensure_self_signed(directory: Path, *, hosts: tuple[str, ...] = ("localhost",)) -> CertificatePaths:
+def ensure_self_signed(
+    directory: Path, *, hosts: tuple[str, ...] = ("localhost",)
+) -> CertificatePaths:
     paths = CertificatePaths(directory / "cert.pem", directory / "key.pem")
     if paths.cert.exists() and paths.key.exists():
         return paths

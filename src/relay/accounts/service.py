@@ -46,7 +46,9 @@ class AccountService:
         sealed = self._keyring.seal(secret_id, secret)
 
         def work(conn: Connection) -> None:
-            store.insert_account(conn, account_id=account_id, name=name, brand=brand or name, now=now)
+            store.insert_account(
+                conn, account_id=account_id, name=name, brand=brand or name, now=now
+            )
             for raw in (test_key, live_key):
                 _insert_key(conn, account_id, raw, now)
             store.insert_webhook_secret(
@@ -63,7 +65,10 @@ class AccountService:
         def work(conn: Connection) -> ApiKey:
             if not store.account_exists(conn, account_id):
                 raise ResourceMissing(f"No account {account_id}.")
-            if store.active_key_count(conn, account_id, livemode=mode == "live") >= MAX_ACTIVE_KEYS_PER_MODE:
+            if (
+                store.active_key_count(conn, account_id, livemode=mode == "live")
+                >= MAX_ACTIVE_KEYS_PER_MODE
+            ):
                 raise KeyLimitReached()
             key_id = _insert_key(conn, account_id, raw, now)
             return next(k for k in store.list_keys(conn, account_id) if k.id == key_id)

@@ -13,7 +13,9 @@ from relay.db.tables import accounts, api_keys, webhook_secrets
 K = api_keys.c
 
 
-def insert_account(conn: Connection, *, account_id: str, name: str, brand: str, now: datetime) -> None:
+def insert_account(
+    conn: Connection, *, account_id: str, name: str, brand: str, now: datetime
+) -> None:
     conn.execute(insert(accounts).values(id=account_id, name=name, brand=brand, created_at=now))
 
 
@@ -108,10 +110,13 @@ def insert_webhook_secret(
 def active_webhook_secrets(
     conn: Connection, account_id: str, *, now: datetime
 ) -> list[tuple[str, bytes]]:
-    W = webhook_secrets.c
+    secret = webhook_secrets.c
     rows = conn.execute(
-        select(W.id, W.sealed_secret)
-        .where(W.account_id == account_id, or_(W.expires_at.is_(None), W.expires_at > now))
-        .order_by(W.id.desc())
+        select(secret.id, secret.sealed_secret)
+        .where(
+            secret.account_id == account_id,
+            or_(secret.expires_at.is_(None), secret.expires_at > now),
+        )
+        .order_by(secret.id.desc())
     )
     return [(row.id, row.sealed_secret) for row in rows]

@@ -101,7 +101,9 @@ async def _manage(settings: Settings, args: argparse.Namespace) -> int:
                 print(json.dumps(payload))
             else:
                 print("\n".join(f"{k:15} {v}" for k, v in payload.items()))
-                print("The keys and the secret are shown once; Relay keeps only hashes of the keys.")
+                print(
+                    "The keys and the secret are shown once; Relay keeps only hashes of the keys."
+                )
             return 0
         return await _keys(services, args)
     finally:

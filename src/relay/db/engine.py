@@ -58,8 +58,12 @@ def sqlite_engine(url: str, *, begin: str) -> Engine:
         # Let SQLAlchemy's BEGIN below be the only transaction control.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "busy_timeout=30000",
-                       "foreign_keys=ON"):
+        for pragma in (
+            "journal_mode=WAL",
+            "synchronous=NORMAL",
+            "busy_timeout=30000",
+            "foreign_keys=ON",
+        ):
             cursor.execute(f"PRAGMA {pragma}")
         cursor.close()
 

@@ -85,10 +85,14 @@ class VerificationService:
             raise NoRouteAvailable()
         now = self._clock.now()
         try:
-            sent = await self._db.write(lambda c: self._create(c, caller, request, destination, now))
+            sent = await self._db.write(
+                lambda c: self._create(c, caller, request, destination, now)
+            )
         except IntegrityError:
             # Another request opened a verification for this number first: this one is a resend.
-            sent = await self._db.write(lambda c: self._create(c, caller, request, destination, now))
+            sent = await self._db.write(
+                lambda c: self._create(c, caller, request, destination, now)
+            )
         await self._sandbox.submit(sent.sms)
         return sent.verification
 
@@ -126,7 +130,9 @@ class VerificationService:
             code=code,
             webotp_domain=caller.webotp_domain,
         )
-        sms = OutboundSms(attempt_id=attempt_id, to=destination.e164, sender=verification.sender, body=body)
+        sms = OutboundSms(
+            attempt_id=attempt_id, to=destination.e164, sender=verification.sender, body=body
+        )
         return _Sent(verification, sms)
 
     def _open(
@@ -155,10 +161,15 @@ class VerificationService:
         store.insert_verification(conn, caller.scope, new, now)
         return verification_id, code
 
-    def _resend(self, conn: Connection, scope: Scope, verification_id: str, now: datetime) -> tuple[str, str]:
+    def _resend(
+        self, conn: Connection, scope: Scope, verification_id: str, now: datetime
+    ) -> tuple[str, str]:
         current = self._load(conn, scope, verification_id)
         require_resend_allowed(
-            current, now=now, max_sends=self._limits.max_sends, interval=self._limits.resend_interval
+            current,
+            now=now,
+            max_sends=self._limits.max_sends,
+            interval=self._limits.resend_interval,
         )
         if not store.count_resend(conn, scope, verification_id, seen_sends=current.sends, now=now):
             raise ResendTooSoon(retry_after=self._limits.resend_interval)
@@ -174,11 +185,18 @@ class VerificationService:
         return found
 
     async def check(
-        self, caller: Caller, *, code: str, verification_id: str | None = None, to: str | None = None
+        self,
+        caller: Caller,
+        *,
+        code: str,
+        verification_id: str | None = None,
+        to: str | None = None,
     ) -> Verification:
         now = self._clock.now()
         verification, error = await self._db.write(
-            lambda c: self._check(c, caller, code=code, verification_id=verification_id, to=to, now=now)
+            lambda c: self._check(
+                c, caller, code=code, verification_id=verification_id, to=to, now=now
+            )
         )
         if error is not None:
             raise error
@@ -267,7 +285,9 @@ class VerificationService:
     ) -> None:
         self._emit(conn, self._load(conn, scope, verification_id), kind, now)
 
-    def _emit(self, conn: Connection, verification: Verification, kind: EventType, now: datetime) -> None:
+    def _emit(
+        self, conn: Connection, verification: Verification, kind: EventType, now: datetime
+    ) -> None:
         event = NewEvent(
             id=new_id("evt"),
             type=kind,

@@ -142,7 +142,9 @@ def pending_id_for(conn: Connection, scope: Scope, to: str) -> str | None:
     return conn.execute(query).scalar_one_or_none()
 
 
-def insert_verification(conn: Connection, scope: Scope, new: NewVerification, now: datetime) -> None:
+def insert_verification(
+    conn: Connection, scope: Scope, new: NewVerification, now: datetime
+) -> None:
     conn.execute(
         insert(verifications).values(
             id=new.id,
@@ -284,7 +286,9 @@ def expire_due_for_number(conn: Connection, scope: Scope, to: str, *, now: datet
 
 
 def expire_one(conn: Connection, scope: Scope, verification_id: str, *, now: datetime) -> bool:
-    return bool(expire_due(conn, now=now, limit=1, only=and_(scope.clause(), V.id == verification_id)))
+    return bool(
+        expire_due(conn, now=now, limit=1, only=and_(scope.clause(), V.id == verification_id))
+    )
 
 
 def list_page(

@@ -47,8 +47,8 @@ def errors_page() -> str:
         for status, kind, code, text in catalogue()
     )
     intro = (
-        "<p>Every failure answers with <code>{\"error\": {\"type\", \"code\", \"message\", "
-        "\"param\", \"doc_url\"}}</code>. <code>param</code> names the field at fault, when one "
+        '<p>Every failure answers with <code>{"error": {"type", "code", "message", '
+        '"param", "doc_url"}}</code>. <code>param</code> names the field at fault, when one '
         "is. 429 answers carry <code>Retry-After</code>.</p>"
     )
     table = f"<table><tr><th>code</th><th>HTTP</th><th>type</th><th>meaning</th></tr>{rows}</table>"

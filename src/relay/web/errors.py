@@ -79,8 +79,11 @@ async def on_http_error(request: Request, exc: Exception) -> Response:
     error: e.RelayError
     if exc.status_code == 405:
         error = e.MethodNotAllowed()
-    else:
+    elif exc.status_code == 404:
         error = e.RouteNotFound(f"No route {request.method} {request.url.path}.")
+    else:
+        # FastAPI answers 400 itself only when the body cannot be decoded at all.
+        error = e.InvalidJson()
     return error_response(error, base_url=base_url_of(request))
 
 
@@ -105,4 +108,8 @@ def translate_validation(exc: RequestValidationError) -> e.RelayError:
         return e.ParameterUnknown(f"Received unknown parameter: {param}.", param=param)
     if param is None:
         return e.ParameterInvalid("The request body must be a JSON object.")
+    if param == "to" and kind == "string_pattern_mismatch" and location[:1] != ["query"]:
+        return e.PhoneNumberInvalid(
+            "The number must be in E.164 form, such as +14155552671.", param="to"
+        )
     return e.ParameterInvalid(f"Invalid {param}: {text}", param=param)

@@ -36,7 +36,10 @@ class EdgeMiddleware:
             nonlocal status_seen
             if message["type"] == "http.response.start":
                 status_seen = message["status"]
-                message["headers"] = [*message.get("headers", []), (b"request-id", request_id.encode())]
+                message["headers"] = [
+                    *message.get("headers", []),
+                    (b"request-id", request_id.encode()),
+                ]
             await send(message)
 
         refusal = self._refusal(scope)
@@ -46,7 +49,15 @@ class EdgeMiddleware:
         if refusal is not None:
             await error_response(refusal, base_url=_base_url(scope))(scope, receive, send_with_id)
         else:
-            await self.app(scope, _replay(body, receive), send_with_id)
+            try:
+                await self.app(scope, _replay(body, receive), send_with_id)
+            except Exception:
+                # The trace goes to the log only; the client gets the bare envelope.
+                log.exception("http.unhandled", extra={"request_id": request_id})
+                if status_seen:
+                    raise
+                answer = error_response(e.InternalError(), base_url=_base_url(scope))
+                await answer(scope, receive, send_with_id)
         log.info(
             "http.request",
             extra={

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -12,15 +11,16 @@ from pydantic import BaseModel, ConfigDict
 from starlette.responses import Response
 
 from relay.accounts.models import Caller
-from relay.errors import ParameterInvalid, ParameterMissing, PhoneNumberInvalid, ResourceMissing
+from relay.errors import ParameterInvalid, ParameterMissing, ResourceMissing
 from relay.ids import is_id
 from relay.services import Services
-from relay.sms.text import UnsupportedLocale, is_valid_bcp47, resolve_locale
+from relay.sms.text import UnsupportedLocale, resolve_locale
 from relay.verifications.models import Status, Verification
 from relay.verifications.service import CreateRequest
 from relay.verifications.store import ListQuery
 from relay.web.responses import JsonResponse
 from relay.web.schemas import (
+    E164_PATTERN,
     CheckVerificationBody,
     CreateVerificationBody,
     ErrorBody,
@@ -29,7 +29,6 @@ from relay.web.schemas import (
 )
 from relay.webhooks.guard import url_problem
 
-_E164 = re.compile(r"^\+[1-9]\d{6,14}$")
 _bearer = HTTPBearer(auto_error=False, description="A secret key: sk_test_… or sk_live_….")
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -93,7 +92,29 @@ def _verification_id(value: str) -> str:
     return value
 
 
-@router.post("/verifications", response_model=VerificationObject, summary="Send a verification")
+_LINKS = {
+    "RetrieveVerification": {
+        "operationId": "retrieve_verification",
+        "parameters": {"verification_id": "$response.body#/id"},
+    },
+    "CancelVerification": {
+        "operationId": "cancel_verification",
+        "parameters": {"verification_id": "$response.body#/id"},
+    },
+    "CheckVerification": {
+        "operationId": "check_verification",
+        "requestBody": {"id": "$response.body#/id", "code": "000000"},
+    },
+}
+
+
+@router.post(
+    "/verifications",
+    response_model=VerificationObject,
+    summary="Send a verification",
+    operation_id="create_verification",
+    responses={200: {"links": _LINKS}},
+)
 async def create_verification(
     body: CreateVerificationBody, who: CallerDep, app: ServicesDep
 ) -> Response:
@@ -117,8 +138,6 @@ async def create_verification(
 
 def _locale(tag: str) -> str:
     try:
-        if not is_valid_bcp47(tag):
-            raise UnsupportedLocale(tag)
         return resolve_locale(tag)
     except UnsupportedLocale as exc:
         raise ParameterInvalid(
@@ -127,7 +146,10 @@ def _locale(tag: str) -> str:
 
 
 @router.post(
-    "/verifications/check", response_model=VerificationObject, summary="Check a verification"
+    "/verifications/check",
+    response_model=VerificationObject,
+    summary="Check a verification",
+    operation_id="check_verification",
 )
 async def check_verification(
     body: CheckVerificationBody, who: CallerDep, app: ServicesDep
@@ -138,8 +160,6 @@ async def check_verification(
         if body.id is None:
             raise ParameterMissing("Give either id or to.", param="id")
         raise ParameterInvalid("Give either id or to, not both.", param="to")
-    if body.to is not None and not _E164.match(body.to):
-        raise PhoneNumberInvalid(param="to")
     verification_id = None if body.id is None else _verification_id(body.id)
     verification = await app.verifications.check(
         who, code=body.code, verification_id=verification_id, to=body.to
@@ -151,6 +171,7 @@ async def check_verification(
     "/verifications/{verification_id}",
     response_model=VerificationObject,
     summary="Retrieve a verification",
+    operation_id="retrieve_verification",
 )
 async def retrieve_verification(verification_id: str, who: CallerDep, app: ServicesDep) -> Response:
     verification = await app.verifications.retrieve(who, _verification_id(verification_id))
@@ -161,6 +182,7 @@ async def retrieve_verification(verification_id: str, who: CallerDep, app: Servi
     "/verifications/{verification_id}/cancel",
     response_model=VerificationObject,
     summary="Cancel a verification",
+    operation_id="cancel_verification",
 )
 async def cancel_verification(
     verification_id: str, who: CallerDep, app: ServicesDep, body: CancelBody | None = None
@@ -170,7 +192,12 @@ async def cancel_verification(
     return _render(verification, app.clock.now())
 
 
-@router.get("/verifications", response_model=VerificationList, summary="List verifications")
+@router.get(
+    "/verifications",
+    response_model=VerificationList,
+    summary="List verifications",
+    operation_id="list_verifications",
+)
 async def list_verifications(
     who: CallerDep,
     app: ServicesDep,
@@ -178,13 +205,15 @@ async def list_verifications(
     starting_after: Annotated[str | None, Query(description="Cursor: an object id")] = None,
     ending_before: Annotated[str | None, Query(description="Cursor: an object id")] = None,
     status: Status | None = None,
-    to: Annotated[str | None, Query(pattern=r"^\+[1-9]\d{6,14}$")] = None,
+    to: Annotated[str | None, Query(pattern=E164_PATTERN)] = None,
     created_gte: Annotated[datetime | None, Query(alias="created[gte]")] = None,
     created_lt: Annotated[datetime | None, Query(alias="created[lt]")] = None,
 ) -> Response:
     """Newest first, keyset-paginated: pass the last id of a page as `starting_after`."""
     if starting_after is not None and ending_before is not None:
-        raise ParameterInvalid("Use starting_after or ending_before, not both.", param="ending_before")
+        raise ParameterInvalid(
+            "Use starting_after or ending_before, not both.", param="ending_before"
+        )
     for name, cursor in (("starting_after", starting_after), ("ending_before", ending_before)):
         if cursor is not None and not is_id(cursor, "ver"):
             raise ParameterInvalid(f"{name} must be a verification id.", param=name)

@@ -16,8 +16,15 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+E164_PATTERN = r"^\+[1-9][0-9]{6,14}$"
+
+
 class CreateVerificationBody(Strict):
-    to: str = Field(description="Destination phone number, E.164.", examples=["+14155552671"])
+    to: str = Field(
+        description="Destination phone number, E.164.",
+        examples=["+14155552671"],
+        pattern=E164_PATTERN,
+    )
     webhook_url: Annotated[str, StringConstraints(max_length=2048)] | None = Field(
         None, description="HTTPS URL that receives this verification's events."
     )
@@ -33,7 +40,11 @@ class CreateVerificationBody(Strict):
 
 class CheckVerificationBody(Strict):
     id: str | None = Field(None, description="The verification to check (`ver_…`).")
-    to: str | None = Field(None, description="Or: the number whose pending verification to check.")
+    to: str | None = Field(
+        None,
+        description="Or: the number whose pending verification to check.",
+        pattern=E164_PATTERN,
+    )
     code: Annotated[str, StringConstraints(min_length=1, max_length=20)] = Field(
         description="The code the user typed."
     )

@@ -1,0 +1,32 @@
+# The two commands a newcomer needs: `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint install clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## Start Relay on https://127.0.0.1:8443 with SQLite under ./.relay and a demo account.
+run: $(STAMP)
+	$(BIN)/relay serve --demo
+
+## Lint, type-check and run the whole test suite (SQLite; set RELAY_TEST_DATABASE_URL for PostgreSQL).
+test: $(STAMP) lint
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+clean:
+	rm -rf $(VENV) .relay .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,150 @@
+"""The service describes itself: OpenAPI document, HTML reference, health check."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.harness import RunningServer
+
+OPERATIONS = [
+    ("post", "/v1/verifications"),
+    ("post", "/v1/verifications/check"),
+    ("get", "/v1/verifications/{verification_id}"),
+    ("post", "/v1/verifications/{verification_id}/cancel"),
+    ("get", "/v1/verifications"),
+]
+WITH_BODY = [("/v1/verifications", "to"), ("/v1/verifications/check", "code")]
+SUCCESS_SCHEMAS = {
+    ("post", "/v1/verifications"): "VerificationObject",
+    ("post", "/v1/verifications/check"): "VerificationObject",
+    ("get", "/v1/verifications/{verification_id}"): "VerificationObject",
+    ("post", "/v1/verifications/{verification_id}/cancel"): "VerificationObject",
+    ("get", "/v1/verifications"): "VerificationList",
+}
+
+
+@pytest.fixture
+def anonymous(server: RunningServer) -> Iterator[httpx.Client]:
+    with server.client(None) as client:
+        yield client
+
+
+@pytest.fixture
+def document(anonymous: httpx.Client) -> dict[str, Any]:
+    response = anonymous.get("/v1/openapi.json")
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def resolve(document: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    ref = schema.get("$ref")
+    if ref is None:
+        return schema
+    assert ref.startswith("#/components/schemas/")
+    found: dict[str, Any] = document["components"]["schemas"][ref.rsplit("/", 1)[-1]]
+    return found
+
+
+def test_the_openapi_document_is_served_without_a_key_and_is_openapi_3(
+    document: dict[str, Any],
+) -> None:
+    assert document["openapi"].startswith("3.")
+    assert document["info"]["title"]
+    assert document["info"]["version"]
+
+
+def test_it_lists_the_five_verification_operations(document: dict[str, Any]) -> None:
+    listed = {
+        (method, path)
+        for path, operations in document["paths"].items()
+        if path.startswith("/v1/verifications")
+        for method in operations
+    }
+    assert listed == set(OPERATIONS)
+    for method, path in OPERATIONS:
+        assert document["paths"][path][method].get("summary"), (method, path)
+
+
+@pytest.mark.parametrize(("path", "required"), WITH_BODY)
+def test_create_and_check_describe_their_json_bodies(
+    document: dict[str, Any], path: str, required: str
+) -> None:
+    body = document["paths"][path]["post"]["requestBody"]
+    assert body["required"] is True
+    schema = resolve(document, body["content"]["application/json"]["schema"])
+    assert schema["type"] == "object"
+    assert schema.get("additionalProperties") is False
+    assert required in schema["required"]
+
+
+def test_the_create_body_schema_states_the_contract_limits(document: dict[str, Any]) -> None:
+    body = document["paths"]["/v1/verifications"]["post"]["requestBody"]
+    schema = resolve(document, body["content"]["application/json"]["schema"])
+    properties = schema["properties"]
+    assert set(properties) == {"to", "webhook_url", "metadata", "code_length", "ttl", "locale"}
+    assert schema["required"] == ["to"]
+    assert (properties["code_length"]["minimum"], properties["code_length"]["maximum"]) == (4, 10)
+    assert (properties["ttl"]["minimum"], properties["ttl"]["maximum"]) == (60, 3600)
+    assert properties["metadata"]["maxProperties"] == 20
+
+
+def test_every_operation_requires_a_bearer_key(document: dict[str, Any]) -> None:
+    schemes = document["components"]["securitySchemes"]
+    bearer = [
+        name
+        for name, scheme in schemes.items()
+        if scheme.get("type") == "http" and scheme.get("scheme", "").lower() == "bearer"
+    ]
+    assert bearer, schemes
+    for method, path in OPERATIONS:
+        requirements = document["paths"][path][method].get("security", document.get("security"))
+        assert requirements, (method, path)
+        assert any(name in requirement for requirement in requirements for name in bearer)
+
+
+def test_the_list_operation_documents_its_query_parameters(document: dict[str, Any]) -> None:
+    parameters = document["paths"]["/v1/verifications"]["get"]["parameters"]
+    assert {(p["name"], p["in"]) for p in parameters} >= {
+        ("limit", "query"),
+        ("starting_after", "query"),
+        ("ending_before", "query"),
+        ("status", "query"),
+        ("to", "query"),
+        ("created[gte]", "query"),
+        ("created[lt]", "query"),
+    }
+
+
+@pytest.mark.parametrize(("method", "path"), OPERATIONS)
+def test_success_and_error_responses_are_described_by_their_schemas(
+    document: dict[str, Any], method: str, path: str
+) -> None:
+    responses = document["paths"][path][method]["responses"]
+    success = responses["200"]["content"]["application/json"]["schema"]
+    assert success.get("$ref") == f"#/components/schemas/{SUCCESS_SCHEMAS[method, path]}", success
+    for status in ("400", "401"):
+        error = responses[status]["content"]["application/json"]["schema"]
+        assert error.get("$ref") == "#/components/schemas/ErrorBody"
+
+
+def test_the_html_reference_names_every_path(anonymous: httpx.Client) -> None:
+    response = anonymous.get("/docs")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/html")
+    for method, path in OPERATIONS:
+        assert f"{method.upper()} {path}" in response.text, (method, path)
+    assert "/v1/openapi.json" in response.text
+    assert "/docs/errors" in response.text
+
+
+def test_healthz_answers_ok_without_a_key(anonymous: httpx.Client) -> None:
+    response = anonymous.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"ok": True}
+    assert response.headers["request-id"].startswith("req_")

@@ -1,0 +1,113 @@
+"""A real Relay server for tests: uvicorn with TLS on loopback, in a thread."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import uvicorn
+
+from relay.accounts.models import NewAccount
+from relay.clock import OffsetClock
+from relay.config import Settings
+from relay.services import Services, build_services
+from relay.tls import CertificatePaths, ensure_self_signed
+from relay.web.app import create_app
+
+T = TypeVar("T")
+TEST_CODE_KEY = "test-code-key-0123456789-0123456789-abcdef"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def test_settings(data_dir: Path, database_url: str, **extra: Any) -> Settings:
+    return Settings(data_dir=data_dir, database_url=database_url, code_key=TEST_CODE_KEY, **extra)
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+def create_account(settings: Settings, name: str = "Acme") -> NewAccount:
+    async def make() -> NewAccount:
+        services = build_services(settings)
+        try:
+            return await services.accounts.create_account(name)
+        finally:
+            await services.close()
+
+    return run(make())
+
+
+@dataclass
+class RunningServer:
+    base_url: str
+    cert: CertificatePaths
+    services: Services
+    clock: OffsetClock
+    settings: Settings
+
+    def tls_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=os.fspath(self.cert.cert))
+
+    def client(self, key: str | None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(
+            base_url=self.base_url, verify=self.tls_context(), headers=headers, timeout=30
+        )
+
+
+class ServerThread:
+    def __init__(self, settings: Settings) -> None:
+        self.clock = OffsetClock()
+        self.services = build_services(settings, clock=self.clock)
+        self.cert = ensure_self_signed(settings.data_dir / "tls")
+        self.port = free_port()
+        config = uvicorn.Config(
+            create_app(self.services),
+            host="127.0.0.1",
+            port=self.port,
+            ssl_certfile=os.fspath(self.cert.cert),
+            ssl_keyfile=os.fspath(self.cert.key),
+            log_config=None,
+            access_log=False,
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.settings = settings
+
+    def __enter__(self) -> RunningServer:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("test server did not start")
+            time.sleep(0.02)
+        return RunningServer(
+            base_url=f"https://localhost:{self.port}",
+            cert=self.cert,
+            services=self.services,
+            clock=self.clock,
+            settings=self.settings,
+        )
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=15)
+
+
+test_settings.__test__ = False  # type: ignore[attr-defined]  # a factory, not a test
