@@ -1,0 +1,21 @@
+"""webhook deliveries
+
+Revision ID: 0002
+Revises: 0001
+Create Date: 2026-11-21 00:50:00
+"""
+
+from __future__ import annotations
+
+revision = "0002"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    pass
+
+
+def downgrade() -> None:
+    pass
