@@ -1,0 +1,45 @@
+"""`relay worker`: the background work of `relay serve`, without the API.
+
+Run as many as you like beside (or instead of, with RELAY_SERVE_BACKGROUND=false)
+the servers: deliveries are leased row by row, so workers share them out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+from relay.config import Settings
+from relay.events.delivery import DeliveryWorker
+from relay.log import configure
+from relay.services import build_services
+from relay.worker.sweeper import run_sweeper
+
+
+def work(settings: Settings) -> int:
+    configure(settings.log_level)
+    asyncio.run(_run(settings))
+    return 0
+
+
+async def _run(settings: Settings) -> None:
+    services = build_services(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    tasks = [
+        asyncio.create_task(run_sweeper(services), name="relay-sweeper"),
+        asyncio.create_task(DeliveryWorker(services.events).run(), name="relay-webhooks"),
+    ]
+    print("Relay worker running", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        # In-flight attempts are cancelled unrecorded; their leases expire and
+        # another worker retries them, so stopping loses nothing.
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await services.close()
+    print("Relay worker stopped", flush=True)

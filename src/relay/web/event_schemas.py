@@ -1,0 +1,46 @@
+"""Response shapes of the events API, for the OpenAPI document."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from relay.events.models import DeliveryStatus, EventType
+from relay.web.schemas import VerificationObject
+
+
+class DeliveryAttemptObject(BaseModel):
+    at: datetime = Field(description="When the attempt started.")
+    status_code: int | None = Field(description="The receiver's HTTP status; null without one.")
+    error: str | None = Field(
+        description="Why the attempt failed (timeout, http_status, redirect, tls_error, "
+        "connect_error, refused_address, worker_lost…); null on success."
+    )
+    duration_ms: int | None
+
+
+class EventData(BaseModel):
+    object: VerificationObject = Field(description="The object as it was when the event fired.")
+
+
+class EventObject(BaseModel):
+    id: str = Field(description="`evt_…`; the same on every delivery attempt: dedupe on it.")
+    object: Literal["event"]
+    type: EventType
+    created_at: datetime
+    livemode: bool
+    data: EventData
+    delivery_status: DeliveryStatus = Field(
+        description="pending, delivered, dropped (retries exhausted) or none (no webhook_url)."
+    )
+    webhook_url: str | None
+    delivery_attempts: list[DeliveryAttemptObject]
+
+
+class EventList(BaseModel):
+    object: Literal["list"]
+    url: str
+    data: list[EventObject]
+    has_more: bool
