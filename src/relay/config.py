@@ -6,7 +6,7 @@ import ipaddress
 import secrets
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import (
@@ -51,6 +51,26 @@ class Settings(BaseSettings):
     webhook_retry_schedule: Annotated[list[float], NoDecode] = [10.0, 60.0, 300.0]
     webhook_allowed_networks: Annotated[list[IpNetwork], NoDecode] = []
     webhook_ca_bundle: Path | None = None
+    # How long a worker holds a delivery; must outlast webhook_timeout. Unset:
+    # webhook_timeout + 10 s. A killed worker's delivery is retried after it.
+    webhook_lease: float | None = Field(None, gt=0, le=3600)
+    # False when separate `relay worker` processes do the background work.
+    serve_background: bool = True
+
+    # Abuse limits (docs/limits.md). Per-number caps are multiplied for test keys.
+    rate_limit: float = Field(100.0, gt=0)
+    rate_limit_burst: int = Field(200, ge=1)
+    rate_limit_storage: str = "memory://"
+    idempotency_lease: float = Field(60.0, gt=0, le=3600)
+    number_verifications_per_hour: int = Field(10, ge=1)
+    number_failed_checks_per_day: int = Field(20, ge=1)
+    test_mode_number_limit_factor: int = Field(10, ge=1)
+    daily_sms_cap: int = Field(10_000, ge=1)
+    pumping_guard: Literal["enforce", "shadow", "off"] = "enforce"
+    pumping_min_sends: int = Field(30, ge=1)
+    pumping_country_min_sends: int = Field(300, ge=1)
+    pumping_min_conversion: float = Field(0.10, ge=0, le=1)
+    pumping_block_seconds: int = Field(3600, ge=1)
 
     log_level: str = "info"
 

@@ -151,3 +151,25 @@ class NoRouteAvailable(RelayError):
 
 class InternalError(RelayError):
     code = "internal_error"
+
+
+class TooManyVerifications(RateLimitError):
+    code = "too_many_verifications"
+    default_message = "Too many verifications were started for this number; try again later."
+
+
+class TooManyFailedChecks(RateLimitError):
+    code = "too_many_failed_checks"
+    default_message = "Too many wrong codes were submitted for this number; try again later."
+
+
+class DestinationBlocked(RateLimitError):
+    code = "destination_blocked"
+    default_message = (
+        "Sends to this destination are paused: many codes were sent there and almost none used."
+    )
+
+
+class DailyCapReached(RateLimitError):
+    code = "daily_cap_reached"
+    default_message = "This account reached its daily SMS cap; try again later."

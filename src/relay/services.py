@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
+from datetime import timedelta
 
+from relay.abuse.models import GuardMode, Rules
+from relay.abuse.service import AbuseGuard
 from relay.accounts.service import AccountService
 from relay.carriers.sandbox import SandboxCarrier
 from relay.clock import Clock, SystemClock
 from relay.config import Settings
 from relay.crypto import Keyring
 from relay.db.engine import Database, open_database
+from relay.events.service import DeliverySettings, EventService, Outbox
+from relay.idempotency.service import IdempotencyKeys
 from relay.verifications.service import Limits, VerificationService
 
 
@@ -22,6 +28,9 @@ class Services:
     sandbox: SandboxCarrier
     accounts: AccountService
     verifications: VerificationService
+    events: EventService
+    idempotency: IdempotencyKeys
+    abuse: AbuseGuard
 
     async def close(self) -> None:
         await self.sandbox.close()
@@ -35,6 +44,10 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
     keyring = Keyring(settings.code_secret())
     sandbox = SandboxCarrier()
     limits = Limits(max_sends=settings.max_sends, resend_interval=settings.resend_interval)
+    abuse = AbuseGuard(abuse_rules(settings))
+    # Services write events through the outbox, which wakes webhook delivery on commit.
+    wake = asyncio.Event()
+    outbox = Outbox(db, wake)
     return Services(
         settings=settings,
         db=db,
@@ -42,5 +55,26 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
         keyring=keyring,
         sandbox=sandbox,
         accounts=AccountService(db, keyring, clock),
-        verifications=VerificationService(db, keyring, clock, sandbox=sandbox, limits=limits),
+        verifications=VerificationService(
+            outbox, keyring, clock, sandbox=sandbox, limits=limits, abuse=abuse
+        ),
+        events=EventService(
+            db, keyring, clock, delivery=DeliverySettings.from_settings(settings), wake=wake
+        ),
+        idempotency=IdempotencyKeys(db, clock, lease=timedelta(seconds=settings.idempotency_lease)),
+        abuse=abuse,
+    )
+
+
+def abuse_rules(settings: Settings) -> Rules:
+    return Rules(
+        number_verifications_per_hour=settings.number_verifications_per_hour,
+        number_failed_checks_per_day=settings.number_failed_checks_per_day,
+        test_mode_factor=settings.test_mode_number_limit_factor,
+        daily_sms_cap=settings.daily_sms_cap,
+        guard=GuardMode(settings.pumping_guard),
+        prefix_min_sends=settings.pumping_min_sends,
+        country_min_sends=settings.pumping_country_min_sends,
+        min_conversion=settings.pumping_min_conversion,
+        block_for=timedelta(seconds=settings.pumping_block_seconds),
     )

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+import phonenumbers
+
+from relay.errors import InvalidRequest
 from relay.verifications.store import Scope
 
 Mode = Literal["test", "live"]
@@ -35,6 +38,8 @@ class Caller:
     webotp_domain: str | None
     livemode: bool
     key_id: str
+    # Destination countries the account may send to; None means every country.
+    allowed_countries: frozenset[str] | None = None
 
     @property
     def scope(self) -> Scope:
@@ -68,3 +73,16 @@ class NewAccount:
     test_key: str
     live_key: str
     webhook_secret: str
+
+
+def parse_country_list(text: str) -> frozenset[str] | None:
+    """`US,CA,FR` → those region codes; `all` → None (no restriction)."""
+    if text.strip().lower() == "all":
+        return None
+    codes = frozenset(part.strip().upper() for part in text.split(",") if part.strip())
+    unknown = sorted(codes - phonenumbers.SUPPORTED_REGIONS)
+    if not codes or unknown:
+        raise InvalidRequest(
+            f"Give ISO 3166 country codes such as US,CA,FR, or all; unknown: {', '.join(unknown)}."
+        )
+    return codes

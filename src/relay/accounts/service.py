@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import Connection
 
@@ -58,6 +58,15 @@ class AccountService:
         await self._db.write(work)
         return NewAccount(account_id, name, test_key, live_key, secret)
 
+    async def set_allowed_countries(
+        self, account_id: str, countries: frozenset[str] | None
+    ) -> None:
+        """Geo permissions: sends to other countries are refused before any cost."""
+        if not await self._db.write(
+            lambda conn: store.set_allowed_countries(conn, account_id, countries)
+        ):
+            raise ResourceMissing(f"No account {account_id}.")
+
     async def create_key(self, account_id: str, mode: Mode) -> tuple[ApiKey, str]:
         now = self._clock.now()
         raw = generate_secret(key_prefix(mode))
@@ -92,6 +101,29 @@ class AccountService:
         if caller is None:
             raise AuthenticationFailed()
         return caller
+
+    async def roll_webhook_secret(self, account_id: str, *, overlap: float) -> tuple[str, datetime]:
+        """A new whsec_ secret (returned once) and when the previous ones stop signing.
+
+        Until then every delivery carries one v1= per active secret, so
+        receivers can switch to the new secret without losing a delivery.
+        """
+        now = self._clock.now()
+        ends = now + timedelta(seconds=overlap)
+        secret = generate_secret("whsec_")
+        secret_id = new_id("whs")
+        sealed = self._keyring.seal(secret_id, secret)
+
+        def work(conn: Connection) -> None:
+            if not store.account_exists(conn, account_id):
+                raise ResourceMissing(f"No account {account_id}.")
+            store.expire_webhook_secrets(conn, account_id, at=ends)
+            store.insert_webhook_secret(
+                conn, secret_id=secret_id, account_id=account_id, sealed=sealed, now=now
+            )
+
+        await self._db.write(work)
+        return secret, ends
 
 
 def _insert_key(conn: Connection, account_id: str, raw: str, now: datetime) -> str:

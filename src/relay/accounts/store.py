@@ -82,7 +82,14 @@ def revoke_key(conn: Connection, key_id: str, *, now: datetime) -> bool:
 
 def caller_for_hash(conn: Connection, key_hash: str) -> Caller | None:
     row = conn.execute(
-        select(K.id, K.account_id, K.livemode, accounts.c.brand, accounts.c.webotp_domain)
+        select(
+            K.id,
+            K.account_id,
+            K.livemode,
+            accounts.c.brand,
+            accounts.c.webotp_domain,
+            accounts.c.allowed_countries,
+        )
         .join(accounts, accounts.c.id == K.account_id)
         .where(K.key_hash == key_hash, K.revoked_at.is_(None))
     ).first()
@@ -94,7 +101,20 @@ def caller_for_hash(conn: Connection, key_hash: str) -> Caller | None:
         webotp_domain=row.webotp_domain,
         livemode=row.livemode,
         key_id=row.id,
+        allowed_countries=(
+            None if row.allowed_countries is None else frozenset(row.allowed_countries)
+        ),
     )
+
+
+def set_allowed_countries(
+    conn: Connection, account_id: str, countries: frozenset[str] | None
+) -> bool:
+    stored = None if countries is None else sorted(countries)
+    result = conn.execute(
+        update(accounts).where(accounts.c.id == account_id).values(allowed_countries=stored)
+    )
+    return result.rowcount == 1
 
 
 def insert_webhook_secret(
@@ -120,3 +140,17 @@ def active_webhook_secrets(
         .order_by(secret.id.desc())
     )
     return [(row.id, row.sealed_secret) for row in rows]
+
+
+def expire_webhook_secrets(conn: Connection, account_id: str, *, at: datetime) -> int:
+    """End the account's active secrets at `at` (a roll's overlap), never later than set."""
+    secret = webhook_secrets.c
+    result = conn.execute(
+        update(webhook_secrets)
+        .where(
+            secret.account_id == account_id,
+            or_(secret.expires_at.is_(None), secret.expires_at > at),
+        )
+        .values(expires_at=at)
+    )
+    return int(result.rowcount)

@@ -42,6 +42,32 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("name")
     create.add_argument("--brand", help="name shown in the SMS (default: NAME)")
     create.add_argument("--json", action="store_true")
+    update = accounts_commands.add_parser("update", help="change an account's settings")
+    _common(update)
+    update.add_argument("account_id")
+    update.add_argument(
+        "--allow-countries",
+        required=True,
+        help="destination countries allowed, e.g. US,CA,FR; `all` removes the restriction",
+    )
+
+    roll = accounts_commands.add_parser(
+        "roll-webhook-secret", help="create a new webhook signing secret (printed once)"
+    )
+    _common(roll)
+    roll.add_argument("account_id")
+    roll.add_argument(
+        "--overlap",
+        type=float,
+        default=86400.0,
+        help="seconds the previous secret keeps signing (default 86400)",
+    )
+    roll.add_argument("--json", action="store_true")
+
+    worker = commands.add_parser(
+        "worker", help="run background work only (expiry sweep, webhook delivery)"
+    )
+    _common(worker)
 
     keys = commands.add_parser("keys", help="manage API keys")
     keys_commands = keys.add_subparsers(dest="action", required=True)
@@ -77,6 +103,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "migrate":
             print("migrations applied")
             return 0
+        if args.command == "worker":
+            from relay.cli.worker import work
+
+            return work(settings)
         return asyncio.run(_manage(settings, args))
     except RelayError as error:
         print(f"relay: {error.message}", file=sys.stderr)
@@ -88,6 +118,10 @@ async def _manage(settings: Settings, args: argparse.Namespace) -> int:
 
     services = build_services(settings)
     try:
+        if args.command == "accounts" and args.action == "roll-webhook-secret":
+            return await _roll_webhook_secret(services, args)
+        if args.command == "accounts" and args.action == "update":
+            return await _update_account(services, args)
         if args.command == "accounts":
             created = await services.accounts.create_account(args.name, brand=args.brand)
             payload: dict[str, Any] = {
@@ -108,6 +142,35 @@ async def _manage(settings: Settings, args: argparse.Namespace) -> int:
         return await _keys(services, args)
     finally:
         await services.close()
+
+
+async def _update_account(services: Any, args: argparse.Namespace) -> int:
+    from relay.accounts.models import parse_country_list
+
+    countries = parse_country_list(args.allow_countries)
+    await services.accounts.set_allowed_countries(args.account_id, countries)
+    shown = "all" if countries is None else ",".join(sorted(countries))
+    print(f"{args.account_id} allowed countries: {shown}")
+    return 0
+
+
+async def _roll_webhook_secret(services: Any, args: argparse.Namespace) -> int:
+    from relay.clock import isoformat
+
+    secret, ends = await services.accounts.roll_webhook_secret(
+        args.account_id, overlap=args.overlap
+    )
+    payload = {
+        "account_id": args.account_id,
+        "webhook_secret": secret,
+        "previous_secrets_expire_at": isoformat(ends),
+    }
+    if args.json:
+        print(json.dumps(payload))
+    else:
+        print("\n".join(f"{k:27} {v}" for k, v in payload.items()))
+        print("The secret is shown once. Until the previous one expires, both sign deliveries.")
+    return 0
 
 
 async def _keys(services: Any, args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    UniqueConstraint,
     text,
 )
 from sqlalchemy.engine import Dialect
@@ -52,6 +53,8 @@ accounts = Table(
     Column("brand", String(60), nullable=False),
     Column("webotp_domain", String(253)),
     Column("created_at", UtcDateTime, nullable=False),
+    # Destination countries this account may send to (ISO 3166 codes); NULL means all.
+    Column("allowed_countries", JSON),
 )
 
 api_keys = Table(
@@ -150,6 +153,78 @@ events = Table(
     Column("webhook_url", String(2048)),
     Column("delivery_status", String(16), nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
+    # Webhook delivery state (migration 0002). attempt_count counts claims, not
+    # answers: a worker killed mid-attempt still uses one up, so a row that
+    # crashes every worker is dropped after the schedule instead of looping.
+    Column("attempt_count", Integer, nullable=False, server_default=text("0")),
+    Column("next_attempt_at", UtcDateTime),
+    Column("lease_until", UtcDateTime),
+    Column("lease_owner", String(40)),
     Index("ix_events_related", "account_id", "livemode", "related_id", "id"),
     Index("ix_events_list", "account_id", "livemode", "id"),
+    Index(
+        "ix_events_due",
+        "next_attempt_at",
+        sqlite_where=text("delivery_status = 'pending'"),
+        postgresql_where=text("delivery_status = 'pending'"),
+    ),
+)
+
+webhook_attempts = Table(
+    "webhook_attempts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("event_id", String(40), ForeignKey("events.id"), nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("at", UtcDateTime, nullable=False),
+    Column("status_code", Integer),
+    Column("error", String(32)),
+    Column("duration_ms", Integer),
+    # One row per attempt number: a second worker can never record the same attempt.
+    Index("uq_webhook_attempts_number", "event_id", "number", unique=True),
+)
+
+idempotency_keys = Table(
+    "idempotency_keys",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("account_id", String(40), ForeignKey("accounts.id"), nullable=False),
+    Column("livemode", Boolean, nullable=False),
+    Column("key", String(255), nullable=False),
+    Column("request_hash", String(64), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("response_status", Integer),
+    Column("response_headers", JSON),
+    Column("response_body", LargeBinary),
+    # The holder's lease: a crashed holder's key is taken over once it passes.
+    Column("locked_until", UtcDateTime, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    UniqueConstraint("account_id", "livemode", "key", name="uq_idempotency_keys_scope"),
+    Index("ix_idempotency_keys_created", "created_at"),
+)
+
+abuse_counters = Table(
+    "abuse_counters",
+    metadata,
+    Column("account_id", String(40), ForeignKey("accounts.id"), primary_key=True),
+    Column("livemode", Boolean, primary_key=True),
+    # kind: prefix | country | number | account; subject: the prefix, country, number or "".
+    Column("kind", String(16), primary_key=True),
+    Column("subject", String(16), primary_key=True),
+    Column("bucket", UtcDateTime, primary_key=True),
+    Column("sends", Integer, nullable=False, server_default=text("0")),
+    Column("approvals", Integer, nullable=False, server_default=text("0")),
+    Column("failed_checks", Integer, nullable=False, server_default=text("0")),
+    Index("ix_abuse_counters_bucket", "bucket"),
+)
+
+destination_blocks = Table(
+    "destination_blocks",
+    metadata,
+    Column("account_id", String(40), ForeignKey("accounts.id"), primary_key=True),
+    Column("livemode", Boolean, primary_key=True),
+    Column("kind", String(16), primary_key=True),
+    Column("subject", String(16), primary_key=True),
+    Column("blocked_until", UtcDateTime, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
 )

@@ -10,13 +10,22 @@ from datetime import datetime, timedelta
 from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
+from relay.abuse.models import Rules, country_allowed
+from relay.abuse.service import AbuseGuard
 from relay.accounts.models import Caller
 from relay.carriers.base import OutboundSms
 from relay.carriers.sandbox import SandboxCarrier
 from relay.clock import Clock
 from relay.crypto import Keyring, generate_code
 from relay.db.engine import Database
-from relay.errors import NoRouteAvailable, RelayError, ResendTooSoon, ResourceMissing
+from relay.errors import (
+    CountryNotAllowed,
+    NoRouteAvailable,
+    RateLimitError,
+    RelayError,
+    ResendTooSoon,
+    ResourceMissing,
+)
 from relay.events import store as event_store
 from relay.events.models import EventType, NewEvent
 from relay.ids import new_id
@@ -71,7 +80,9 @@ class VerificationService:
         *,
         sandbox: SandboxCarrier,
         limits: Limits,
+        abuse: AbuseGuard | None = None,
     ) -> None:
+        self._abuse = abuse or AbuseGuard(Rules())
         self._db = db
         self._keyring = keyring
         self._clock = clock
@@ -80,6 +91,9 @@ class VerificationService:
 
     async def create(self, caller: Caller, request: CreateRequest) -> Verification:
         destination = parse_destination(request.to, livemode=caller.livemode)
+        if not country_allowed(destination.country, caller.allowed_countries):
+            # Refused before any row, carrier call or cost (geo permissions).
+            raise CountryNotAllowed(param="to")
         if caller.livemode:
             # Live sends need a configured route; nothing is written without one.
             raise NoRouteAvailable()
@@ -93,6 +107,8 @@ class VerificationService:
             sent = await self._db.write(
                 lambda c: self._create(c, caller, request, destination, now)
             )
+        if isinstance(sent, RateLimitError):
+            raise sent
         await self._sandbox.submit(sent.sms)
         return sent.verification
 
@@ -103,11 +119,15 @@ class VerificationService:
         request: CreateRequest,
         destination: Destination,
         now: datetime,
-    ) -> _Sent:
+    ) -> _Sent | RateLimitError:
         scope = caller.scope
         for expired_id in store.expire_due_for_number(conn, scope, destination.e164, now=now):
             self._emit_for(conn, scope, expired_id, EventType.VERIFICATION_EXPIRED, now)
         existing = store.pending_id_for(conn, scope, destination.e164)
+        refusal = self._abuse.before_send(conn, scope, destination, opens=existing is None, now=now)
+        if refusal is not None:
+            # Returned, not raised: a pumping block written here must commit.
+            return refusal
         if existing is None:
             verification_id, code = self._open(conn, caller, request, destination, now)
         else:
@@ -121,6 +141,7 @@ class VerificationService:
             status=AttemptStatus.DELIVERED,
             now=now,
         )
+        self._abuse.record_send(conn, scope, destination, now=now)
         verification = self._load(conn, scope, verification_id)
         self._emit(conn, _as_just_sent(verification), EventType.VERIFICATION_SENT, now)
         self._emit(conn, verification, EventType.VERIFICATION_DELIVERED, now)
@@ -220,7 +241,13 @@ class VerificationService:
             raise ResourceMissing("No pending verification matches.", param=param)
         matches = self._keyring.code_matches(target, code, secrets[0])
         correct = check_is_correct(submitted=code, livemode=caller.livemode, matches=matches)
+        destination = store.destination_of(conn, scope, target)
+        refusal = destination and self._abuse.before_check(conn, scope, destination.e164, now=now)
+        if refusal:
+            return self._load(conn, scope, target), refusal
         status = store.count_check(conn, scope, target, correct=correct, now=now)
+        if status is not None and destination is not None:
+            self._abuse.record_check(conn, scope, destination, correct=correct, now=now)
         if status is None:
             # Not open: report why, after closing it if its TTL ran out unnoticed.
             if store.expire_one(conn, scope, target, now=now):

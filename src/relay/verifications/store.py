@@ -15,6 +15,7 @@ from sqlalchemy import Connection, Row, and_, case, insert, literal, or_, select
 from sqlalchemy.sql import ColumnElement
 
 from relay.db.tables import attempts, verifications
+from relay.phone import Destination
 from relay.verifications.models import (
     CHECK_LIMIT,
     Attempt,
@@ -132,6 +133,13 @@ def load_secrets(
         select(V.code_mac, V.sealed_code).where(scope.clause(), V.id == verification_id)
     ).first()
     return None if row is None else (row.code_mac, row.sealed_code)
+
+
+def destination_of(conn: Connection, scope: Scope, verification_id: str) -> Destination | None:
+    row = conn.execute(
+        select(V.to_number, V.country).where(scope.clause(), V.id == verification_id)
+    ).first()
+    return None if row is None else Destination(e164=row.to_number, country=row.country)
 
 
 def pending_id_for(conn: Connection, scope: Scope, to: str) -> str | None:

@@ -13,10 +13,14 @@ from starlette.exceptions import HTTPException
 from starlette.responses import HTMLResponse, Response
 
 from relay.errors import RelayError
+from relay.events.delivery import run_delivery
 from relay.services import Services
 from relay.web import errors as error_map
 from relay.web.docs import api_page, errors_page
+from relay.web.event_routes import router as event_router
+from relay.web.idempotency import IdempotencyMiddleware
 from relay.web.middleware import EdgeMiddleware
+from relay.web.ratelimit import RateLimitMiddleware
 from relay.web.responses import JsonResponse
 from relay.web.routes import router
 from relay.web.schemas import Health
@@ -29,8 +33,9 @@ def create_app(services: Services, *, background: bool = True) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         tasks = []
-        if background:
+        if background and services.settings.serve_background:
             tasks.append(asyncio.create_task(run_sweeper(services), name="relay-sweeper"))
+            tasks.append(asyncio.create_task(run_delivery(services.events), name="relay-webhooks"))
         try:
             yield
         finally:
@@ -51,10 +56,14 @@ def create_app(services: Services, *, background: bool = True) -> FastAPI:
     )
     app.state.services = services
     app.include_router(router)
+    app.include_router(event_router)
     app.add_exception_handler(RelayError, error_map.on_relay_error)
     app.add_exception_handler(RequestValidationError, error_map.on_validation_error)
     app.add_exception_handler(HTTPException, error_map.on_http_error)
     app.add_exception_handler(Exception, error_map.on_unexpected)
+    # Added innermost first: Edge (HTTPS, body cap) → per-key rate limit → idempotency → routes.
+    app.add_middleware(IdempotencyMiddleware, services=services)
+    app.add_middleware(RateLimitMiddleware, services=services)
     app.add_middleware(EdgeMiddleware, trusted_proxies=services.settings.trusted_proxies)
     _add_pages(app)
     return app

@@ -19,12 +19,29 @@ async def sweep_once(services: Services) -> int:
             return closed
 
 
+async def prune_once(services: Services) -> int:
+    """Drop idempotency keys past their 24 h and abuse counters past their windows."""
+    pruned = await services.idempotency.prune()
+    now = services.clock.now()
+    pruned += await services.db.write(lambda conn: services.abuse.prune(conn, now=now))
+    return pruned
+
+
+PRUNE_EVERY = 60.0  # seconds: pruning is housekeeping, not correctness (reads ignore stale rows)
+
+
 async def run_sweeper(services: Services) -> None:
+    next_prune = 0.0
     while True:
         try:
             closed = await sweep_once(services)
             if closed:
                 log.info("verifications.expired", extra={"count": closed})
+            if asyncio.get_running_loop().time() >= next_prune:
+                next_prune = asyncio.get_running_loop().time() + PRUNE_EVERY
+                pruned = await prune_once(services)
+                if pruned:
+                    log.info("sweeper.pruned", extra={"count": pruned})
         except Exception:
             # A failing sweep must not kill the server; it is retried next tick.
             log.exception("sweeper.failed")

@@ -1,0 +1,176 @@
+"""Abuse checks, called inside the verification transactions so counts and sends agree.
+
+Each `before_*` returns the refusal instead of raising it: a pumping block must be
+written in the same transaction that refuses the send, and a raise would roll it back.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from sqlalchemy import Connection
+
+from relay.abuse import store
+from relay.abuse.models import (
+    BUCKET,
+    DAY,
+    HOUR,
+    GuardMode,
+    Kind,
+    Rules,
+    bucket_of,
+    looks_like_pumping,
+    prefix_of,
+    redacted_prefix,
+    seconds_until,
+    wait_for_buckets,
+    wait_for_times,
+    window_start,
+)
+from relay.errors import (
+    DailyCapReached,
+    DestinationBlocked,
+    RateLimitError,
+    TooManyFailedChecks,
+    TooManyVerifications,
+)
+from relay.phone import Destination
+from relay.verifications.store import Scope
+
+log = logging.getLogger("relay.abuse")
+
+
+class AbuseGuard:
+    def __init__(self, rules: Rules) -> None:
+        self.rules = rules
+
+    def before_send(
+        self,
+        conn: Connection,
+        scope: Scope,
+        destination: Destination,
+        *,
+        opens: bool,
+        now: datetime,
+    ) -> RateLimitError | None:
+        """Why this SMS must not go out, or None. `opens`: a new verification, not a resend."""
+        if opens:
+            refusal = self._too_many_verifications(conn, scope, destination.e164, now)
+            if refusal is not None:
+                return refusal
+        return (
+            self.before_check(conn, scope, destination.e164, now=now)
+            or self._pumping(conn, scope, destination, now)
+            or self._daily_cap(conn, scope, now)
+        )
+
+    def record_send(
+        self, conn: Connection, scope: Scope, destination: Destination, *, now: datetime
+    ) -> None:
+        bucket = bucket_of(now)
+        for kind, subject in self._subjects(destination):
+            store.bump(conn, scope, kind, subject, bucket=bucket, sends=1)
+        store.bump(conn, scope, Kind.ACCOUNT, "", bucket=bucket, sends=1)
+
+    def before_check(
+        self, conn: Connection, scope: Scope, to: str, *, now: datetime
+    ) -> RateLimitError | None:
+        """Wrong codes are capped per number across verifications, against guessing."""
+        buckets = store.window(conn, scope, Kind.NUMBER, to, since=window_start(now, DAY))
+        cap = self.rules.per_number(
+            self.rules.number_failed_checks_per_day, livemode=scope.livemode
+        )
+        counts = [(b.start, b.failed_checks) for b in buckets]
+        wait = wait_for_buckets(counts, cap=cap, length=DAY, now=now)
+        return None if wait is None else TooManyFailedChecks(retry_after=wait)
+
+    def record_check(
+        self,
+        conn: Connection,
+        scope: Scope,
+        destination: Destination,
+        *,
+        correct: bool,
+        now: datetime,
+    ) -> None:
+        """Wrong codes count against the number; approvals are the conversions the
+        pumping guard compares sends with."""
+        bucket = bucket_of(now)
+        if not correct:
+            store.bump(conn, scope, Kind.NUMBER, destination.e164, bucket=bucket, failed_checks=1)
+            return
+        for kind, subject in self._subjects(destination):
+            store.bump(conn, scope, kind, subject, bucket=bucket, approvals=1)
+
+    def prune(self, conn: Connection, *, now: datetime) -> int:
+        return store.prune(conn, counters_before=window_start(now, DAY) - BUCKET, now=now)
+
+    def _too_many_verifications(
+        self, conn: Connection, scope: Scope, to: str, now: datetime
+    ) -> RateLimitError | None:
+        opened = store.verifications_opened(conn, scope, to, since=now - HOUR)
+        cap = self.rules.per_number(
+            self.rules.number_verifications_per_hour, livemode=scope.livemode
+        )
+        wait = wait_for_times(opened, cap=cap, length=HOUR, now=now)
+        return None if wait is None else TooManyVerifications(retry_after=wait)
+
+    def _pumping(
+        self, conn: Connection, scope: Scope, destination: Destination, now: datetime
+    ) -> RateLimitError | None:
+        if self.rules.guard is GuardMode.OFF:
+            return None
+        for kind, subject in self._subjects(destination):
+            until = store.blocked_until(conn, scope, kind, subject)
+            if until is not None and until > now:
+                return DestinationBlocked(retry_after=seconds_until(until, now))
+            if self._spiking(conn, scope, kind, subject, now):
+                _log_block(scope, kind, subject, destination, self.rules.guard)
+                if self.rules.guard is GuardMode.ENFORCE:
+                    until = now + self.rules.block_for
+                    store.block(conn, scope, kind, subject, until=until, now=now)
+                    return DestinationBlocked(retry_after=seconds_until(until, now))
+        return None
+
+    def _spiking(
+        self, conn: Connection, scope: Scope, kind: Kind, subject: str, now: datetime
+    ) -> bool:
+        buckets = store.window(conn, scope, kind, subject, since=window_start(now, HOUR))
+        min_sends = (
+            self.rules.prefix_min_sends if kind is Kind.PREFIX else self.rules.country_min_sends
+        )
+        return looks_like_pumping(
+            sum(b.sends for b in buckets),
+            sum(b.approvals for b in buckets),
+            min_sends=min_sends,
+            min_conversion=self.rules.min_conversion,
+        )
+
+    def _daily_cap(self, conn: Connection, scope: Scope, now: datetime) -> RateLimitError | None:
+        """Stops the bleeding when the pumping guard misses: SMS cost money per segment."""
+        buckets = store.window(conn, scope, Kind.ACCOUNT, "", since=window_start(now, DAY))
+        counts = [(b.start, b.sends) for b in buckets]
+        wait = wait_for_buckets(counts, cap=self.rules.daily_sms_cap, length=DAY, now=now)
+        return None if wait is None else DailyCapReached(retry_after=wait)
+
+    @staticmethod
+    def _subjects(destination: Destination) -> tuple[tuple[Kind, str], ...]:
+        return ((Kind.PREFIX, prefix_of(destination.e164)), (Kind.COUNTRY, destination.country))
+
+
+def _log_block(
+    scope: Scope, kind: Kind, subject: str, destination: Destination, mode: GuardMode
+) -> None:
+    shown = redacted_prefix(subject) if kind is Kind.PREFIX else subject
+    log.warning(
+        "pumping.blocked",
+        extra={
+            "account_id": scope.account_id,
+            "livemode": scope.livemode,
+            "kind": kind.value,
+            "subject": shown,
+            "country": destination.country,
+            "guard": mode.value,
+        },
+    )

@@ -1,0 +1,127 @@
+"""SQL for abuse counters and destination blocks, run inside the caller's transaction.
+
+Counters change only through one `INSERT … ON CONFLICT DO UPDATE SET n = n + excluded.n`,
+so concurrent requests in several processes add up instead of overwriting each other.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Connection, Table, delete, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from relay.abuse.models import Bucket, Kind
+from relay.db.tables import abuse_counters, destination_blocks, verifications
+from relay.verifications.store import Scope
+
+C = abuse_counters.c
+B = destination_blocks.c
+V = verifications.c
+_COUNTER_KEY = ["account_id", "livemode", "kind", "subject", "bucket"]
+_BLOCK_KEY = ["account_id", "livemode", "kind", "subject"]
+
+
+def _insert(conn: Connection, table: Table) -> postgresql.Insert | sqlite.Insert:
+    if conn.dialect.name == "postgresql":
+        return postgresql.insert(table)
+    return sqlite.insert(table)
+
+
+def bump(
+    conn: Connection,
+    scope: Scope,
+    kind: Kind,
+    subject: str,
+    *,
+    bucket: datetime,
+    sends: int = 0,
+    approvals: int = 0,
+    failed_checks: int = 0,
+) -> None:
+    statement = _insert(conn, abuse_counters).values(
+        account_id=scope.account_id,
+        livemode=scope.livemode,
+        kind=kind.value,
+        subject=subject,
+        bucket=bucket,
+        sends=sends,
+        approvals=approvals,
+        failed_checks=failed_checks,
+    )
+    added = statement.excluded
+    conn.execute(
+        statement.on_conflict_do_update(
+            index_elements=_COUNTER_KEY,
+            set_={
+                "sends": C.sends + added.sends,
+                "approvals": C.approvals + added.approvals,
+                "failed_checks": C.failed_checks + added.failed_checks,
+            },
+        )
+    )
+
+
+def window(
+    conn: Connection, scope: Scope, kind: Kind, subject: str, *, since: datetime
+) -> list[Bucket]:
+    rows = conn.execute(
+        select(C.bucket, C.sends, C.approvals, C.failed_checks).where(
+            C.account_id == scope.account_id,
+            C.livemode == scope.livemode,
+            C.kind == kind.value,
+            C.subject == subject,
+            C.bucket >= since,
+        )
+    )
+    return [Bucket(row.bucket, row.sends, row.approvals, row.failed_checks) for row in rows]
+
+
+def blocked_until(conn: Connection, scope: Scope, kind: Kind, subject: str) -> datetime | None:
+    found: datetime | None = conn.execute(
+        select(B.blocked_until).where(
+            B.account_id == scope.account_id,
+            B.livemode == scope.livemode,
+            B.kind == kind.value,
+            B.subject == subject,
+        )
+    ).scalar_one_or_none()
+    return found
+
+
+def block(
+    conn: Connection, scope: Scope, kind: Kind, subject: str, *, until: datetime, now: datetime
+) -> None:
+    statement = _insert(conn, destination_blocks).values(
+        account_id=scope.account_id,
+        livemode=scope.livemode,
+        kind=kind.value,
+        subject=subject,
+        blocked_until=until,
+        created_at=now,
+    )
+    conn.execute(
+        statement.on_conflict_do_update(
+            index_elements=_BLOCK_KEY,
+            set_={"blocked_until": statement.excluded.blocked_until, "created_at": now},
+        )
+    )
+
+
+def verifications_opened(
+    conn: Connection, scope: Scope, to: str, *, since: datetime
+) -> list[datetime]:
+    """Creation times of the number's recent verifications (index on account, mode, number)."""
+    query = select(V.created_at).where(
+        V.account_id == scope.account_id,
+        V.livemode == scope.livemode,
+        V.to_number == to,
+        V.created_at > since,
+    )
+    return list(conn.execute(query).scalars())
+
+
+def prune(conn: Connection, *, counters_before: datetime, now: datetime) -> int:
+    counters = conn.execute(delete(abuse_counters).where(C.bucket < counters_before))
+    blocks = conn.execute(delete(destination_blocks).where(B.blocked_until <= now))
+    return counters.rowcount + blocks.rowcount

@@ -1,0 +1,83 @@
+"""Idempotency keys, pure: what a stored key means for a new request, given `now`."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from relay.errors import IdempotencyKeyInUse, IdempotencyKeyReused
+
+KEEP = timedelta(hours=24)
+MAX_KEY_LENGTH = 255
+
+
+class KeyStatus(StrEnum):
+    IN_PROGRESS = "in_progress"
+    DONE = "done"
+
+
+@dataclass(frozen=True)
+class StoredResponse:
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    request_hash: str
+    status: KeyStatus
+    locked_until: datetime
+    created_at: datetime
+    response: StoredResponse | None
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The right to run the request. `locked_until` doubles as the holder's token:
+    whoever takes over a lapsed lease writes a new one, so the old holder's
+    late writes match nothing."""
+
+    locked_until: datetime
+
+
+@dataclass(frozen=True)
+class Replay:
+    response: StoredResponse
+
+
+def key_is_valid(key: str) -> bool:
+    return 0 < len(key) <= MAX_KEY_LENGTH and all(" " <= char <= "~" for char in key)
+
+
+def fingerprint(method: str, path: str, query: bytes, body: bytes) -> str:
+    """Same method, path and body bytes: the same request."""
+    digest = hashlib.sha256()
+    for part in (method.encode(), path.encode(), query, body):
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    return digest.hexdigest()
+
+
+def is_storable(status: int) -> bool:
+    """Only answers of requests that ran: 400, 401 and 429 never ran, a 5xx may not have
+    finished, so a retry under the same key must get to run."""
+    return status < 500 and status not in (400, 401, 429)
+
+
+def is_stale(record: KeyRecord, *, now: datetime) -> bool:
+    """Kept 24 h: after that a key is free again, whether or not the prune ran."""
+    return record.created_at <= now - KEEP
+
+
+def decide(record: KeyRecord, *, request_hash: str, now: datetime) -> Replay | None:
+    """For a live record: the replay, or None if its lease lapsed and may be taken over."""
+    if record.request_hash != request_hash:
+        raise IdempotencyKeyReused(param="Idempotency-Key")
+    if record.status is KeyStatus.DONE and record.response is not None:
+        return Replay(record.response)
+    if record.locked_until > now:
+        raise IdempotencyKeyInUse(param="Idempotency-Key")
+    return None

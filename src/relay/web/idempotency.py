@@ -1,0 +1,132 @@
+"""Idempotency-Key on POST: the first answer is stored and replayed byte for byte.
+
+Runs inside EdgeMiddleware (HTTPS checked, body buffered and capped) and after the
+rate limit, so refused requests never claim a key. The response is held back until
+it is stored: a client retrying the moment it gets an answer must find the key done,
+not in use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from relay.errors import ParameterInvalid, RelayError
+from relay.idempotency.models import (
+    MAX_KEY_LENGTH,
+    Lease,
+    StoredResponse,
+    fingerprint,
+    is_storable,
+    key_is_valid,
+)
+from relay.services import Services
+from relay.verifications.store import Scope as DataScope
+from relay.web.callers import base_url, scope_caller
+from relay.web.errors import error_response
+
+HEADER = b"idempotency-key"
+REPLAYED = (b"idempotent-replayed", b"true")
+
+
+class IdempotencyMiddleware:
+    def __init__(self, app: ASGIApp, *, services: Services) -> None:
+        self.app = app
+        self.services = services
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw_key = dict(scope["headers"]).get(HEADER) if scope["type"] == "http" else None
+        if raw_key is None or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        caller = await scope_caller(scope, self.services.accounts)
+        if caller is None:
+            await self.app(scope, receive, send)  # the route answers 401, and nothing is kept
+            return
+        key = raw_key.decode("latin-1")
+        if not key_is_valid(key):
+            problem = ParameterInvalid(
+                f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} printable ASCII characters.",
+                param="Idempotency-Key",
+            )
+            await error_response(problem, base_url=base_url(scope))(scope, receive, send)
+            return
+        await self._run(scope, receive, send, caller.scope, key)
+
+    async def _run(
+        self, scope: Scope, receive: Receive, send: Send, owner: DataScope, key: str
+    ) -> None:
+        body = await _read_body(receive)
+        request_hash = fingerprint(scope["method"], scope["path"], scope["query_string"], body)
+        keys = self.services.idempotency
+        try:
+            claim = await keys.begin(owner, key, request_hash)
+        except RelayError as refusal:
+            await error_response(refusal, base_url=base_url(scope))(scope, receive, send)
+            return
+        if not isinstance(claim, Lease):
+            await _send(send, claim.response, replayed=True)
+            return
+        try:
+            response = await _capture(self.app, scope, _replay(body, receive))
+        except BaseException:
+            # Crashed or cancelled: free the key so the client's retry can run. If even
+            # that fails, the lease lapses and a retry takes the key over.
+            with contextlib.suppress(Exception):
+                await keys.finish(owner, key, claim, None)
+            raise
+        await keys.finish(owner, key, claim, response if is_storable(response.status) else None)
+        await _send(send, response, replayed=False)
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+async def _capture(app: ASGIApp, scope: Scope, receive: Receive) -> StoredResponse:
+    status = 500
+    headers: list[tuple[str, str]] = []
+    chunks: list[bytes] = []
+
+    async def keep(message: Message) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+            headers.extend(
+                (name.decode("latin-1"), value.decode("latin-1"))
+                for name, value in message.get("headers", [])
+            )
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+
+    await app(scope, receive, keep)
+    return StoredResponse(status, tuple(headers), b"".join(chunks))
+
+
+async def _send(send: Send, response: StoredResponse, *, replayed: bool) -> None:
+    headers = [
+        (name.encode("latin-1"), value.encode("latin-1")) for name, value in response.headers
+    ]
+    if replayed:
+        headers.append(REPLAYED)
+    await send({"type": "http.response.start", "status": response.status, "headers": headers})
+    await send({"type": "http.response.body", "body": response.body, "more_body": False})

@@ -1,0 +1,240 @@
+"""Idempotency-Key: a retried POST gets the first answer, byte for byte, and no second SMS."""
+
+from __future__ import annotations
+
+import itertools
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from relay.accounts.models import NewAccount
+from relay.clock import OffsetClock
+from relay.config import Settings
+from relay.db.tables import idempotency_keys
+from relay.idempotency.models import fingerprint
+from relay.services import build_services
+from relay.verifications.store import Scope
+from relay.worker.sweeper import prune_once
+from tests.harness import RunningServer, create_account, run
+
+NUMBER = "+14155552671"
+
+
+def create(api: httpx.Client, key: str, to: str = NUMBER, **fields: object) -> httpx.Response:
+    return api.post(
+        "/v1/verifications", json={"to": to, **fields}, headers={"Idempotency-Key": key}
+    )
+
+
+def sms_to(server: RunningServer, number: str) -> int:
+    return sum(1 for sms in server.services.sandbox.sent if sms.to == number)
+
+
+def claim_elsewhere(settings: Settings, account: NewAccount, key: str, request_hash: str) -> None:
+    """Another Relay process takes the key and dies before answering."""
+
+    async def go() -> None:
+        services = build_services(settings)
+        try:
+            caller = await services.accounts.authenticate(account.test_key)
+            await services.idempotency.begin(caller.scope, key, request_hash)
+        finally:
+            await services.close()
+
+    run(go())
+
+
+def stored_keys(settings: Settings, scope: Scope) -> int:
+    async def go() -> int:
+        services = build_services(settings)
+        query = (
+            select(func.count())
+            .select_from(idempotency_keys)
+            .where(idempotency_keys.c.account_id == scope.account_id)
+        )
+        try:
+            return int(await services.db.read(lambda conn: conn.execute(query).scalar_one()))
+        finally:
+            await services.close()
+
+    return run(go())
+
+
+_numbers = itertools.count(2700)
+
+
+@pytest.fixture
+def number() -> str:
+    """A number per test: the session server's sandbox remembers every SMS it was given."""
+    return f"+1415555{next(_numbers):04d}"
+
+
+def test_a_retried_create_is_replayed_byte_for_byte_and_sends_one_sms(
+    api: httpx.Client, server: RunningServer, number: str
+) -> None:
+    first = create(api, "order-1", to=number)
+    again = create(api, "order-1", to=number)
+    assert first.status_code == again.status_code == 200
+    assert again.content == first.content
+    assert again.headers["content-type"] == first.headers["content-type"]
+    assert again.headers["idempotent-replayed"] == "true"
+    assert "idempotent-replayed" not in first.headers
+    assert again.headers["request-id"] != first.headers["request-id"]
+    assert sms_to(server, number) == 1
+
+
+def test_a_different_request_under_the_same_key_is_refused_with_422(
+    api: httpx.Client, number: str
+) -> None:
+    assert create(api, "k", to=number).status_code == 200
+    response = create(api, "k", to=number, code_length=8)
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["type"] == "idempotency_error"
+    assert error["code"] == "idempotency_key_reused"
+
+
+def test_the_same_key_on_another_path_is_another_request(api: httpx.Client, number: str) -> None:
+    created = create(api, "shared", to=number).json()
+    response = api.post(
+        "/v1/verifications/check",
+        json={"id": created["id"], "code": "000000"},
+        headers={"Idempotency-Key": "shared"},
+    )
+    assert response.status_code == 422
+
+
+def test_keys_are_scoped_to_the_account(
+    api: httpx.Client, server: RunningServer, number: str
+) -> None:
+    other = create_account(server.settings, "Other")
+    assert create(api, "same-key", to=number).status_code == 200
+    with server.client(other.test_key) as other_api:
+        response = create(other_api, "same-key", to=number)
+    assert response.status_code == 200
+    assert "idempotent-replayed" not in response.headers
+
+
+@pytest.mark.parametrize(
+    "key", ["x" * 256, "", "caf\u00e9"], ids=["too-long", "empty", "not-ascii"]
+)
+def test_a_malformed_key_is_a_400_naming_the_header(api: httpx.Client, key: str) -> None:
+    response = api.post(
+        "/v1/verifications", json={"to": NUMBER}, headers={"Idempotency-Key": key.encode("latin-1")}
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "parameter_invalid"
+    assert error["param"] == "Idempotency-Key"
+
+
+def test_a_400_is_not_stored_so_the_fixed_request_runs_under_the_same_key(
+    api: httpx.Client, number: str
+) -> None:
+    assert create(api, "fix-me", to=number, code_length=99).status_code == 400
+    response = create(api, "fix-me", to=number)
+    assert response.status_code == 200
+    assert "idempotent-replayed" not in response.headers
+
+
+def test_a_401_is_not_stored(server: RunningServer, api: httpx.Client, number: str) -> None:
+    with server.client("sk_test_" + "x" * 32) as stranger:
+        assert create(stranger, "k401", to=number).status_code == 401
+    assert create(api, "k401", to=number).status_code == 200
+
+
+def test_a_429_is_not_stored_so_the_retry_after_waiting_runs(
+    api: httpx.Client, server: RunningServer, number: str
+) -> None:
+    assert create(api, "first", to=number).status_code == 200
+    server.clock.advance(10)
+    refused = create(api, "resend", to=number)
+    assert refused.status_code == 429
+    server.clock.advance(int(refused.headers["retry-after"]))
+    response = create(api, "resend", to=number)
+    assert response.status_code == 200
+    assert "idempotent-replayed" not in response.headers
+    assert len(response.json()["attempts"]) == 2
+
+
+def test_a_5xx_is_not_stored(live_api: httpx.Client) -> None:
+    for _ in range(2):
+        response = create(live_api, "live-1", to="+14155552671")
+        assert response.status_code == 503
+        assert "idempotent-replayed" not in response.headers
+
+
+def test_a_404_is_stored_and_replayed(api: httpx.Client) -> None:
+    body = {"id": "ver_" + "0" * 26, "code": "123456"}
+    headers = {"Idempotency-Key": "missing"}
+    first = api.post("/v1/verifications/check", json=body, headers=headers)
+    again = api.post("/v1/verifications/check", json=body, headers=headers)
+    assert first.status_code == again.status_code == 404
+    assert again.content == first.content
+    assert again.headers["idempotent-replayed"] == "true"
+
+
+def test_a_replayed_check_counts_no_extra_attempt(api: httpx.Client, number: str) -> None:
+    created = create(api, "open", to=number).json()
+    body = {"id": created["id"], "code": "111111"}
+    headers = {"Idempotency-Key": "wrong-once"}
+    first = api.post("/v1/verifications/check", json=body, headers=headers)
+    again = api.post("/v1/verifications/check", json=body, headers=headers)
+    assert first.json()["remaining_checks"] == 4
+    assert again.content == first.content
+    assert api.get(f"/v1/verifications/{created['id']}").json()["remaining_checks"] == 4
+
+
+def test_a_key_held_by_a_running_request_is_409_until_its_lease_lapses(
+    api: httpx.Client, server: RunningServer, account: NewAccount, number: str
+) -> None:
+    claim_elsewhere(server.settings, account, "crashed", "hash-of-another-run")
+    # The holder claimed the key for a different body: 422 beats the lease.
+    assert create(api, "crashed", to=number).status_code == 422
+
+    body = httpx.Request("POST", "https://x", json={"to": number}).content
+    claim_elsewhere(
+        server.settings, account, "crashed-2", fingerprint("POST", "/v1/verifications", b"", body)
+    )
+    busy = create(api, "crashed-2", to=number)
+    assert busy.status_code == 409
+    assert busy.json()["error"] == {
+        "type": "idempotency_error",
+        "code": "idempotency_key_in_use",
+        "message": busy.json()["error"]["message"],
+        "param": "Idempotency-Key",
+        "doc_url": busy.json()["error"]["doc_url"],
+    }
+    server.clock.advance(server.settings.idempotency_lease + 1)
+    taken_over = create(api, "crashed-2", to=number)
+    assert taken_over.status_code == 200
+    assert sms_to(server, number) == 1
+
+
+def test_keys_are_kept_24_hours_then_pruned(
+    api: httpx.Client, server: RunningServer, account: NewAccount, number: str
+) -> None:
+    assert create(api, "day-old", to=number).status_code == 200
+    server.clock.advance(24 * 3600 + 1)
+    # Past 24 h the key is free again, whether or not the prune already ran.
+    assert create(api, "day-old", to=number, code_length=8).status_code == 200
+    scope = Scope(account.id, livemode=False)
+    assert stored_keys(server.settings, scope) == 1
+
+    async def prune_a_day_later() -> None:
+        clock = OffsetClock()
+        clock.advance(2 * 24 * 3600 + 60)
+        services = build_services(server.settings, clock=clock)
+        try:
+            await prune_once(services)
+        finally:
+            await services.close()
+
+    run(prune_a_day_later())
+    assert stored_keys(server.settings, scope) == 0
+
+
+def test_get_requests_ignore_the_header(api: httpx.Client) -> None:
+    response = api.get("/v1/verifications", headers={"Idempotency-Key": "x" * 300})
+    assert response.status_code == 200
