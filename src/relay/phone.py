@@ -46,7 +46,13 @@ def parse_destination(raw: str, *, livemode: bool, param: str = "to") -> Destina
         raise PhoneNumberInvalid(param=param) from exc
     if not phonenumbers.is_valid_number(number):
         raise PhoneNumberInvalid(param=param)
-    country = phonenumbers.region_code_for_number(number) or "ZZ"
+    country = phonenumbers.region_code_for_number(number)
+    if country is None or len(country) != 2 or not country.isalpha():
+        # Non-geographic ranges (+881 satellite, +882/+883 international networks)
+        # have no country to route, allow-list or bill by, and cost a premium.
+        raise PhoneNumberUnsupported(
+            "SMS codes cannot be sent to non-geographic numbers.", param=param
+        )
     if not (raw in SANDBOX_NUMBERS and not livemode):
         _require_sms_reachable(phonenumbers.number_type(number), param)
     return Destination(e164=raw, country=country)
