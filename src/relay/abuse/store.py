@@ -6,13 +6,15 @@ so concurrent requests in several processes add up instead of overwriting each o
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Connection, Table, delete, select
+from sqlalchemy import Connection, Table, bindparam, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from relay.abuse.models import Bucket, Kind
-from relay.db.tables import abuse_counters, destination_blocks, verifications
+from relay.db.tables import UtcDateTime, abuse_counters, destination_blocks, verifications
 from relay.verifications.store import Scope
 
 C = abuse_counters.c
@@ -22,10 +24,58 @@ _COUNTER_KEY = ["account_id", "livemode", "kind", "subject", "bucket"]
 _BLOCK_KEY = ["account_id", "livemode", "kind", "subject"]
 
 
+# Built once with bind parameters: constructing these per request cost more than running them.
+_SUBJECT = (
+    C.account_id == bindparam("scope_account"),
+    C.livemode == bindparam("scope_livemode"),
+    C.kind == bindparam("kind"),
+    C.subject == bindparam("subject"),
+)
+_WINDOW = select(C.bucket, C.sends, C.approvals, C.failed_checks).where(
+    *_SUBJECT, C.bucket >= bindparam("since", type_=UtcDateTime())
+)
+_BLOCKED_UNTIL = select(B.blocked_until).where(
+    B.account_id == bindparam("scope_account"),
+    B.livemode == bindparam("scope_livemode"),
+    B.kind == bindparam("kind"),
+    B.subject == bindparam("subject"),
+)
+_OPENED = select(V.created_at).where(
+    V.account_id == bindparam("scope_account"),
+    V.livemode == bindparam("scope_livemode"),
+    V.to_number == bindparam("to"),
+    V.created_at > bindparam("since", type_=UtcDateTime()),
+)
+
+
 def _insert(conn: Connection, table: Table) -> postgresql.Insert | sqlite.Insert:
     if conn.dialect.name == "postgresql":
         return postgresql.insert(table)
     return sqlite.insert(table)
+
+
+@functools.cache
+def _bump_statement(dialect: str) -> Any:
+    statement = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(abuse_counters)
+    added = statement.excluded
+    return statement.on_conflict_do_update(
+        index_elements=_COUNTER_KEY,
+        set_={
+            "sends": C.sends + added.sends,
+            "approvals": C.approvals + added.approvals,
+            "failed_checks": C.failed_checks + added.failed_checks,
+        },
+    )
+
+
+def _subject(scope: Scope, kind: Kind, subject: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "scope_account": scope.account_id,
+        "scope_livemode": scope.livemode,
+        "kind": kind.value,
+        "subject": subject,
+        **extra,
+    }
 
 
 def bump(
@@ -39,52 +89,31 @@ def bump(
     approvals: int = 0,
     failed_checks: int = 0,
 ) -> None:
-    statement = _insert(conn, abuse_counters).values(
-        account_id=scope.account_id,
-        livemode=scope.livemode,
-        kind=kind.value,
-        subject=subject,
-        bucket=bucket,
-        sends=sends,
-        approvals=approvals,
-        failed_checks=failed_checks,
-    )
-    added = statement.excluded
     conn.execute(
-        statement.on_conflict_do_update(
-            index_elements=_COUNTER_KEY,
-            set_={
-                "sends": C.sends + added.sends,
-                "approvals": C.approvals + added.approvals,
-                "failed_checks": C.failed_checks + added.failed_checks,
-            },
-        )
+        _bump_statement(conn.dialect.name),
+        {
+            "account_id": scope.account_id,
+            "livemode": scope.livemode,
+            "kind": kind.value,
+            "subject": subject,
+            "bucket": bucket,
+            "sends": sends,
+            "approvals": approvals,
+            "failed_checks": failed_checks,
+        },
     )
 
 
 def window(
     conn: Connection, scope: Scope, kind: Kind, subject: str, *, since: datetime
 ) -> list[Bucket]:
-    rows = conn.execute(
-        select(C.bucket, C.sends, C.approvals, C.failed_checks).where(
-            C.account_id == scope.account_id,
-            C.livemode == scope.livemode,
-            C.kind == kind.value,
-            C.subject == subject,
-            C.bucket >= since,
-        )
-    )
+    rows = conn.execute(_WINDOW, _subject(scope, kind, subject, since=since))
     return [Bucket(row.bucket, row.sends, row.approvals, row.failed_checks) for row in rows]
 
 
 def blocked_until(conn: Connection, scope: Scope, kind: Kind, subject: str) -> datetime | None:
     found: datetime | None = conn.execute(
-        select(B.blocked_until).where(
-            B.account_id == scope.account_id,
-            B.livemode == scope.livemode,
-            B.kind == kind.value,
-            B.subject == subject,
-        )
+        _BLOCKED_UNTIL, _subject(scope, kind, subject)
     ).scalar_one_or_none()
     return found
 
@@ -112,13 +141,13 @@ def verifications_opened(
     conn: Connection, scope: Scope, to: str, *, since: datetime
 ) -> list[datetime]:
     """Creation times of the number's recent verifications (index on account, mode, number)."""
-    query = select(V.created_at).where(
-        V.account_id == scope.account_id,
-        V.livemode == scope.livemode,
-        V.to_number == to,
-        V.created_at > since,
-    )
-    return list(conn.execute(query).scalars())
+    params = {
+        "scope_account": scope.account_id,
+        "scope_livemode": scope.livemode,
+        "to": to,
+        "since": since,
+    }
+    return list(conn.execute(_OPENED, params).scalars())
 
 
 def prune(conn: Connection, *, counters_before: datetime, now: datetime) -> int:

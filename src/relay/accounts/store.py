@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, func, insert, or_, select, update
+from sqlalchemy import Connection, Row, bindparam, func, insert, or_, select, update
 
 from relay.accounts.models import ApiKey, Caller
 from relay.db.tables import accounts, api_keys, webhook_secrets
@@ -80,19 +80,23 @@ def revoke_key(conn: Connection, key_id: str, *, now: datetime) -> bool:
     return result.rowcount == 1
 
 
+# Built once: authentication runs on every request.
+_CALLER_FOR_HASH = (
+    select(
+        K.id,
+        K.account_id,
+        K.livemode,
+        accounts.c.brand,
+        accounts.c.webotp_domain,
+        accounts.c.allowed_countries,
+    )
+    .join(accounts, accounts.c.id == K.account_id)
+    .where(K.key_hash == bindparam("hash"), K.revoked_at.is_(None))
+)
+
+
 def caller_for_hash(conn: Connection, key_hash: str) -> Caller | None:
-    row = conn.execute(
-        select(
-            K.id,
-            K.account_id,
-            K.livemode,
-            accounts.c.brand,
-            accounts.c.webotp_domain,
-            accounts.c.allowed_countries,
-        )
-        .join(accounts, accounts.c.id == K.account_id)
-        .where(K.key_hash == key_hash, K.revoked_at.is_(None))
-    ).first()
+    row = conn.execute(_CALLER_FOR_HASH, {"hash": key_hash}).first()
     if row is None:
         return None
     return Caller(

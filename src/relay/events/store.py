@@ -19,22 +19,28 @@ from relay.events.models import DeliveryStatus, EventType, NewEvent
 RECORDED = "relay.events.recorded"
 
 
+_INSERT_EVENT = insert(events)  # built once: it runs in every state-changing transaction
+
+
 def record(
     conn: Connection, event: NewEvent, *, account_id: str, related_id: str, webhook_url: str | None
 ) -> None:
     conn.execute(
-        insert(events).values(
-            id=event.id,
-            account_id=account_id,
-            livemode=event.livemode,
-            type=event.type.value,
-            related_id=related_id,
-            payload=orjson.dumps(event.envelope()).decode(),
-            webhook_url=webhook_url,
-            delivery_status=DeliveryStatus.PENDING if webhook_url else DeliveryStatus.NONE,
-            created_at=event.created_at,
-            next_attempt_at=event.created_at if webhook_url else None,
-        )
+        _INSERT_EVENT,
+        {
+            "id": event.id,
+            "account_id": account_id,
+            "livemode": event.livemode,
+            "type": event.type.value,
+            "related_id": related_id,
+            "payload": orjson.dumps(event.envelope()).decode(),
+            "webhook_url": webhook_url,
+            "delivery_status": (
+                DeliveryStatus.PENDING if webhook_url else DeliveryStatus.NONE
+            ).value,
+            "created_at": event.created_at,
+            "next_attempt_at": event.created_at if webhook_url else None,
+        },
     )
     if webhook_url:
         # Read after commit by relay.events.service.Outbox to wake the delivery loop.

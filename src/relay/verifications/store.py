@@ -11,10 +11,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, and_, case, insert, literal, or_, select, update
+from sqlalchemy import (
+    Boolean,
+    Connection,
+    Row,
+    and_,
+    bindparam,
+    case,
+    insert,
+    null,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.sql import ColumnElement
 
-from relay.db.tables import attempts, verifications
+from relay.db.tables import UtcDateTime, attempts, verifications
 from relay.phone import Destination
 from relay.verifications.models import (
     CHECK_LIMIT,
@@ -36,6 +48,18 @@ class Scope:
 
     def clause(self) -> ColumnElement[bool]:
         return and_(V.account_id == self.account_id, V.livemode == self.livemode)
+
+    def params(self) -> dict[str, Any]:
+        return {"scope_account": self.account_id, "scope_livemode": self.livemode}
+
+
+# Hot statements are built once with bind parameters: building SQLAlchemy
+# expressions per call cost more than the SQL itself (see docs/decisions.md).
+# Bind names avoid column names, which UPDATE reserves for its SET clause.
+_NOW = bindparam("now", type_=UtcDateTime())
+_IN_SCOPE = (V.account_id == bindparam("scope_account"), V.livemode == bindparam("scope_livemode"))
+_THIS = (*_IN_SCOPE, V.id == bindparam("verification_id"))
+_OPEN = (*_THIS, V.status == Status.PENDING.value, V.expires_at > _NOW)
 
 
 @dataclass(frozen=True)
@@ -101,26 +125,76 @@ def _from_row(row: Row[Any], attempt_rows: Sequence[Row[Any]] = ()) -> Verificat
 
 
 _PUBLIC_COLUMNS = [c for c in verifications.c if c.name not in ("code_mac", "sealed_code")]
+_ATTEMPTS_FOR = (
+    select(attempts)
+    .where(attempts.c.verification_id.in_(bindparam("ids", expanding=True)))
+    .order_by(attempts.c.verification_id, attempts.c.id)
+)
+_LOAD = select(*_PUBLIC_COLUMNS).where(*_THIS)
+_LOAD_SECRETS = select(V.code_mac, V.sealed_code).where(*_THIS)
+_DESTINATION = select(V.to_number, V.country).where(*_THIS)
+_PENDING_ID = select(V.id).where(
+    *_IN_SCOPE, V.to_number == bindparam("to"), V.status == Status.PENDING.value
+)
+# On PostgreSQL, concurrent creates for one number queue behind the row lock.
+_PENDING_ID_LOCKED = _PENDING_ID.with_for_update()
+_INSERT_VERIFICATION = insert(verifications)
+_INSERT_ATTEMPT = insert(attempts)
+_COUNT_RESEND = (
+    update(verifications)
+    .where(*_OPEN, V.sends == bindparam("seen_sends"))
+    .values(sends=V.sends + 1, last_sent_at=_NOW, updated_at=_NOW)
+)
+_CORRECT = bindparam("correct", type_=Boolean())
+_NEXT_CHECKS = V.checks + 1
+_COUNT_CHECK = (
+    update(verifications)
+    .where(*_OPEN, V.checks < CHECK_LIMIT)
+    .values(
+        checks=_NEXT_CHECKS,
+        status=case(
+            (_CORRECT, Status.APPROVED.value),
+            (_NEXT_CHECKS >= CHECK_LIMIT, Status.MAX_ATTEMPTS_REACHED.value),
+            else_=Status.PENDING.value,
+        ),
+        updated_at=_NOW,
+        approved_at=case((_CORRECT, _NOW), else_=V.approved_at),
+        # A closed verification never sends again: drop the sealed code.
+        sealed_code=case((or_(_CORRECT, _NEXT_CHECKS >= CHECK_LIMIT), null()), else_=V.sealed_code),
+    )
+    .returning(V.status)
+)
+_CANCEL = (
+    update(verifications)
+    .where(*_OPEN)
+    .values(status=Status.CANCELED.value, canceled_at=_NOW, updated_at=_NOW, sealed_code=null())
+)
+_EXPIRED_VALUES = {"status": Status.EXPIRED.value, "updated_at": _NOW, "sealed_code": null()}
+_PAST_TTL = (V.status == Status.PENDING.value, V.expires_at <= _NOW)
+_EXPIRE_NUMBER = (
+    update(verifications)
+    .where(*_IN_SCOPE, V.to_number == bindparam("to"), *_PAST_TTL)
+    .values(**_EXPIRED_VALUES)
+    .returning(V.id)
+)
+_EXPIRE_ONE = update(verifications).where(*_THIS, *_PAST_TTL).values(**_EXPIRED_VALUES)
 
 
 def _attempts_for(conn: Connection, ids: Sequence[str]) -> dict[str, list[Row[Any]]]:
     grouped: dict[str, list[Row[Any]]] = {i: [] for i in ids}
     if not ids:
         return grouped
-    query = (
-        select(attempts)
-        .where(attempts.c.verification_id.in_(ids))
-        .order_by(attempts.c.verification_id, attempts.c.id)
-    )
-    for row in conn.execute(query):
+    for row in conn.execute(_ATTEMPTS_FOR, {"ids": list(ids)}):
         grouped[row.verification_id].append(row)
     return grouped
 
 
+def _this(scope: Scope, verification_id: str, **extra: Any) -> dict[str, Any]:
+    return {**scope.params(), "verification_id": verification_id, **extra}
+
+
 def load(conn: Connection, scope: Scope, verification_id: str) -> Verification | None:
-    row = conn.execute(
-        select(*_PUBLIC_COLUMNS).where(scope.clause(), V.id == verification_id)
-    ).first()
+    row = conn.execute(_LOAD, _this(scope, verification_id)).first()
     if row is None:
         return None
     return _from_row(row, _attempts_for(conn, [row.id])[row.id])
@@ -129,52 +203,47 @@ def load(conn: Connection, scope: Scope, verification_id: str) -> Verification |
 def load_secrets(
     conn: Connection, scope: Scope, verification_id: str
 ) -> tuple[bytes, bytes | None] | None:
-    row = conn.execute(
-        select(V.code_mac, V.sealed_code).where(scope.clause(), V.id == verification_id)
-    ).first()
+    row = conn.execute(_LOAD_SECRETS, _this(scope, verification_id)).first()
     return None if row is None else (row.code_mac, row.sealed_code)
 
 
 def destination_of(conn: Connection, scope: Scope, verification_id: str) -> Destination | None:
-    row = conn.execute(
-        select(V.to_number, V.country).where(scope.clause(), V.id == verification_id)
-    ).first()
+    row = conn.execute(_DESTINATION, _this(scope, verification_id)).first()
     return None if row is None else Destination(e164=row.to_number, country=row.country)
 
 
 def pending_id_for(conn: Connection, scope: Scope, to: str) -> str | None:
-    query = select(V.id).where(scope.clause(), V.to_number == to, V.status == Status.PENDING)
-    if conn.dialect.name == "postgresql":
-        # Serialise concurrent creates for one number behind the row lock.
-        query = query.with_for_update()
-    return conn.execute(query).scalar_one_or_none()
+    query = _PENDING_ID_LOCKED if conn.dialect.name == "postgresql" else _PENDING_ID
+    found: str | None = conn.execute(query, {**scope.params(), "to": to}).scalar_one_or_none()
+    return found
 
 
 def insert_verification(
     conn: Connection, scope: Scope, new: NewVerification, now: datetime
 ) -> None:
     conn.execute(
-        insert(verifications).values(
-            id=new.id,
-            account_id=scope.account_id,
-            livemode=scope.livemode,
-            to_number=new.to,
-            country=new.country,
-            sender=new.sender,
-            locale=new.locale,
-            code_length=new.code_length,
-            code_mac=new.code_mac,
-            sealed_code=new.sealed_code,
-            status=Status.PENDING,
-            checks=0,
-            sends=1,
-            metadata=new.metadata,
-            webhook_url=new.webhook_url,
-            created_at=now,
-            updated_at=now,
-            expires_at=new.expires_at,
-            last_sent_at=now,
-        )
+        _INSERT_VERIFICATION,
+        {
+            "id": new.id,
+            "account_id": scope.account_id,
+            "livemode": scope.livemode,
+            "to_number": new.to,
+            "country": new.country,
+            "sender": new.sender,
+            "locale": new.locale,
+            "code_length": new.code_length,
+            "code_mac": new.code_mac,
+            "sealed_code": new.sealed_code,
+            "status": Status.PENDING.value,
+            "checks": 0,
+            "sends": 1,
+            "metadata": new.metadata,
+            "webhook_url": new.webhook_url,
+            "created_at": now,
+            "updated_at": now,
+            "expires_at": new.expires_at,
+            "last_sent_at": now,
+        },
     )
 
 
@@ -182,18 +251,8 @@ def count_resend(
     conn: Connection, scope: Scope, verification_id: str, *, seen_sends: int, now: datetime
 ) -> bool:
     """Record one more send; false if another request resent in between."""
-    result = conn.execute(
-        update(verifications)
-        .where(
-            scope.clause(),
-            V.id == verification_id,
-            V.status == Status.PENDING,
-            V.sends == seen_sends,
-            V.expires_at > now,
-        )
-        .values(sends=V.sends + 1, last_sent_at=now, updated_at=now)
-    )
-    return result.rowcount == 1
+    params = _this(scope, verification_id, seen_sends=seen_sends, now=now)
+    return conn.execute(_COUNT_RESEND, params).rowcount == 1
 
 
 def insert_attempt(
@@ -207,15 +266,16 @@ def insert_attempt(
     error: dict[str, Any] | None = None,
 ) -> None:
     conn.execute(
-        insert(attempts).values(
-            id=attempt_id,
-            verification_id=verification_id,
-            carrier=carrier,
-            status=status,
-            error=error,
-            at=now,
-            updated_at=now,
-        )
+        _INSERT_ATTEMPT,
+        {
+            "id": attempt_id,
+            "verification_id": verification_id,
+            "carrier": carrier,
+            "status": status.value,
+            "error": error,
+            "at": now,
+            "updated_at": now,
+        },
     )
 
 
@@ -223,51 +283,13 @@ def count_check(
     conn: Connection, scope: Scope, verification_id: str, *, correct: bool, now: datetime
 ) -> Status | None:
     """Count one check and move the state, atomically; None if it was not open."""
-    next_checks = V.checks + 1
-    closes = or_(_literal(correct), next_checks >= CHECK_LIMIT)
-    new_status = case(
-        (_literal(correct), Status.APPROVED.value),
-        (next_checks >= CHECK_LIMIT, Status.MAX_ATTEMPTS_REACHED.value),
-        else_=Status.PENDING.value,
-    )
-    result = conn.execute(
-        update(verifications)
-        .where(
-            scope.clause(),
-            V.id == verification_id,
-            V.status == Status.PENDING,
-            V.checks < CHECK_LIMIT,
-            V.expires_at > now,
-        )
-        .values(
-            checks=next_checks,
-            status=new_status,
-            updated_at=now,
-            approved_at=case((_literal(correct), now), else_=V.approved_at),
-            # A closed verification never sends again: drop the sealed code.
-            sealed_code=case((closes, None), else_=V.sealed_code),
-        )
-        .returning(V.status)
-    ).first()
+    params = _this(scope, verification_id, correct=correct, now=now)
+    result = conn.execute(_COUNT_CHECK, params).first()
     return None if result is None else Status(result.status)
 
 
-def _literal(flag: bool) -> ColumnElement[bool]:
-    return literal(flag)
-
-
 def cancel(conn: Connection, scope: Scope, verification_id: str, *, now: datetime) -> bool:
-    result = conn.execute(
-        update(verifications)
-        .where(
-            scope.clause(),
-            V.id == verification_id,
-            V.status == Status.PENDING,
-            V.expires_at > now,
-        )
-        .values(status=Status.CANCELED, canceled_at=now, updated_at=now, sealed_code=None)
-    )
-    return result.rowcount == 1
+    return conn.execute(_CANCEL, _this(scope, verification_id, now=now)).rowcount == 1
 
 
 def expire_due(
@@ -290,13 +312,11 @@ def expire_due(
 
 
 def expire_due_for_number(conn: Connection, scope: Scope, to: str, *, now: datetime) -> list[str]:
-    return expire_due(conn, now=now, limit=10, only=and_(scope.clause(), V.to_number == to))
+    return list(conn.execute(_EXPIRE_NUMBER, {**scope.params(), "to": to, "now": now}).scalars())
 
 
 def expire_one(conn: Connection, scope: Scope, verification_id: str, *, now: datetime) -> bool:
-    return bool(
-        expire_due(conn, now=now, limit=1, only=and_(scope.clause(), V.id == verification_id))
-    )
+    return conn.execute(_EXPIRE_ONE, _this(scope, verification_id, now=now)).rowcount == 1
 
 
 def list_page(
