@@ -12,6 +12,7 @@ from relay.events.models import DeliveryStatus, EventType
 from relay.events.store import EventQuery
 from relay.ids import is_id
 from relay.web.event_schemas import EventList, EventObject
+from relay.web.pagination import require_cursors
 from relay.web.responses import JsonResponse
 from relay.web.routes import _ERRORS, CallerDep, ServicesDep
 
@@ -53,13 +54,7 @@ async def list_events(
     delivery_status: DeliveryStatus | None = None,
 ) -> Response:
     """Newest first, keyset-paginated. Use it to reconcile after a dropped delivery."""
-    if starting_after is not None and ending_before is not None:
-        raise ParameterInvalid(
-            "Use starting_after or ending_before, not both.", param="ending_before"
-        )
-    for name, cursor in (("starting_after", starting_after), ("ending_before", ending_before)):
-        if cursor is not None and not is_id(cursor, "evt"):
-            raise ParameterInvalid(f"{name} must be an event id.", param=name)
+    require_cursors(starting_after, ending_before, prefix="evt", noun="an event id")
     if related is not None and not any(is_id(related, p) for p in _RELATED_PREFIXES):
         raise ParameterInvalid("related must be a verification or message id.", param="related")
     query = EventQuery(

@@ -18,6 +18,7 @@ from relay.sms.text import UnsupportedLocale, resolve_locale
 from relay.verifications.models import Status, Verification
 from relay.verifications.service import CreateRequest
 from relay.verifications.store import ListQuery
+from relay.web.pagination import require_cursors
 from relay.web.responses import JsonResponse
 from relay.web.schemas import (
     E164_PATTERN,
@@ -210,13 +211,7 @@ async def list_verifications(
     created_lt: Annotated[datetime | None, Query(alias="created[lt]")] = None,
 ) -> Response:
     """Newest first, keyset-paginated: pass the last id of a page as `starting_after`."""
-    if starting_after is not None and ending_before is not None:
-        raise ParameterInvalid(
-            "Use starting_after or ending_before, not both.", param="ending_before"
-        )
-    for name, cursor in (("starting_after", starting_after), ("ending_before", ending_before)):
-        if cursor is not None and not is_id(cursor, "ver"):
-            raise ParameterInvalid(f"{name} must be a verification id.", param=name)
+    require_cursors(starting_after, ending_before, prefix="ver", noun="a verification id")
     query = ListQuery(
         limit=limit,
         starting_after=starting_after,
