@@ -8,17 +8,19 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 import uvicorn
+from sqlalchemy import Connection
 
 from relay.accounts.models import NewAccount
 from relay.clock import OffsetClock
 from relay.config import Settings
+from relay.db.engine import open_database
 from relay.services import Services, build_services
 from relay.tls import CertificatePaths, ensure_self_signed
 from relay.web.app import create_app
@@ -40,6 +42,19 @@ def test_settings(data_dir: Path, database_url: str, **extra: Any) -> Settings:
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
+
+
+def read_db(settings: Settings, work: Callable[[Connection], T]) -> T:
+    """Run `work` on a connection of its own to the server's database, from a test."""
+
+    async def go() -> T:
+        db = open_database(settings.resolved_database_url)
+        try:
+            return await db.read(work)
+        finally:
+            await db.close()
+
+    return run(go())
 
 
 def create_account(settings: Settings, name: str = "Acme") -> NewAccount:

@@ -72,6 +72,23 @@ class Settings(BaseSettings):
     pumping_min_conversion: float = Field(0.10, ge=0, le=1)
     pumping_block_seconds: int = Field(3600, ge=1)
 
+    # Delivery layer (docs/delivery.md). `carriers` is the `[carriers.NAME]`
+    # tables of the config file; `routes` maps a country or `default` to
+    # carrier names, tried in order.
+    carriers: dict[str, dict[str, Any]] = {}
+    routes: dict[str, list[str]] = {}
+    # Seconds to wait for a delivery receipt before failing over (per carrier:
+    # `receipt_timeout` in its table).
+    receipt_timeout: float = Field(60.0, gt=0, le=86400)
+    # How long a process holds an attempt it is submitting; must outlast a submit.
+    dispatch_lease: float = Field(30.0, gt=0, le=3600)
+    # The Send API's failover window: after it, no new attempt is made for a message.
+    message_ttl: int = Field(600, ge=60, le=86400)
+    # The Send API's sender id: messages go out from one shared sender.
+    shared_sender: str = Field("Relay", min_length=1, max_length=11)
+    # Delay before the sandbox delivers to +15005550003.
+    sandbox_slow_delivery: float = Field(5.0, ge=0, le=3600)
+
     log_level: str = "info"
 
     @field_validator(

@@ -9,13 +9,16 @@ from datetime import timedelta
 from relay.abuse.models import GuardMode, Rules
 from relay.abuse.service import AbuseGuard
 from relay.accounts.service import AccountService
+from relay.carriers.registry import build_carriers
 from relay.carriers.sandbox import SandboxCarrier
 from relay.clock import Clock, SystemClock
 from relay.config import Settings
 from relay.crypto import Keyring
 from relay.db.engine import Database, open_database
+from relay.delivery.service import Delivery
 from relay.events.service import DeliverySettings, EventService, Outbox
 from relay.idempotency.service import IdempotencyKeys
+from relay.messages.service import MessageService
 from relay.verifications.service import Limits, VerificationService
 
 
@@ -28,12 +31,14 @@ class Services:
     sandbox: SandboxCarrier
     accounts: AccountService
     verifications: VerificationService
+    messages: MessageService
+    delivery: Delivery
     events: EventService
     idempotency: IdempotencyKeys
     abuse: AbuseGuard
 
     async def close(self) -> None:
-        await self.sandbox.close()
+        await self.delivery.close()
         await self.db.close()
 
 
@@ -42,22 +47,41 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
     clock = clock or SystemClock()
     db = open_database(settings.resolved_database_url)
     keyring = Keyring(settings.code_secret())
-    sandbox = SandboxCarrier()
+    carriers = build_carriers(settings, clock=clock.now)
     limits = Limits(max_sends=settings.max_sends, resend_interval=settings.resend_interval)
     abuse = AbuseGuard(abuse_rules(settings))
     # Services write events through the outbox, which wakes webhook delivery on commit.
     wake = asyncio.Event()
     outbox = Outbox(db, wake)
+    delivery = Delivery(
+        outbox,
+        keyring,
+        clock,
+        carriers,
+        receipt_timeout=settings.receipt_timeout,
+        lease=settings.dispatch_lease,
+        docs=(settings.public_url or "").rstrip("/"),
+    )
     return Services(
         settings=settings,
         db=db,
         clock=clock,
         keyring=keyring,
-        sandbox=sandbox,
+        sandbox=carriers.sandbox,
         accounts=AccountService(db, keyring, clock),
         verifications=VerificationService(
-            outbox, keyring, clock, sandbox=sandbox, limits=limits, abuse=abuse
+            outbox, keyring, clock, delivery=delivery, limits=limits, abuse=abuse
         ),
+        messages=MessageService(
+            outbox,
+            keyring,
+            clock,
+            delivery=delivery,
+            abuse=abuse,
+            sender=settings.shared_sender,
+            ttl=settings.message_ttl,
+        ),
+        delivery=delivery,
         events=EventService(
             db, keyring, clock, delivery=DeliverySettings.from_settings(settings), wake=wake
         ),

@@ -26,21 +26,30 @@ class OutboundSms:
 
 
 @dataclass(frozen=True)
-class SubmitReceipt:
-    """The carrier accepted the SMS and named it `carrier_message_id`."""
-
-    carrier_message_id: str
-
-
-@dataclass(frozen=True)
 class DeliveryReport:
-    """What a carrier later says about an SMS it accepted."""
+    """What a carrier later says about an SMS it accepted.
+
+    Carriers may report one SMS twice (an SMSC resending an unacknowledged
+    receipt, a webhook retried); the delivery layer applies only the first.
+    """
 
     carrier: str
     carrier_message_id: str
     status: ReportStatus
     error_code: str | None
     at: datetime
+
+
+@dataclass(frozen=True)
+class SubmitReceipt:
+    """The carrier accepted the SMS and named it `carrier_message_id`.
+
+    `final` is set by a carrier that knows the outcome at once (the sandbox):
+    the delivery layer records it with the submit, in one transaction.
+    """
+
+    carrier_message_id: str
+    final: DeliveryReport | None = None
 
 
 class CarrierError(Exception):
@@ -57,7 +66,11 @@ class CarrierRejected(CarrierError):
 
 
 class CarrierUnavailable(CarrierError):
-    """The carrier cannot be reached or is not bound: try the next carrier."""
+    """The carrier cannot be reached or is not bound: try the next carrier.
+
+    A timeout after the request left may still deliver: failing over then can
+    send the handset the same code twice, which costs money, never correctness.
+    """
 
 
 class CarrierThrottled(CarrierError):

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
+from datetime import date
 from pathlib import Path
 from typing import Any
 
+from relay.carriers.registry import CarrierConfigError
 from relay.config import Settings, load_settings
 from relay.errors import RelayError
 
@@ -69,6 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _common(worker)
 
+    usage = commands.add_parser(
+        "usage", help="print live sends per account, day, country, carrier and outcome"
+    )
+    _common(usage)
+    usage.add_argument("--account", help="only this account id")
+    usage.add_argument("--since", help="first day to include, YYYY-MM-DD (UTC)")
+    usage.add_argument("--json", action="store_true", help="one JSON object per row")
+
     keys = commands.add_parser("keys", help="manage API keys")
     keys_commands = keys.add_subparsers(dest="action", required=True)
     key_create = keys_commands.add_parser("create", help="create a key (printed once)")
@@ -111,6 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RelayError as error:
         print(f"relay: {error.message}", file=sys.stderr)
         return 1
+    except CarrierConfigError as error:
+        print(f"relay: configuration: {error}", file=sys.stderr)
+        return 2
 
 
 async def _manage(settings: Settings, args: argparse.Namespace) -> int:
@@ -118,6 +132,8 @@ async def _manage(settings: Settings, args: argparse.Namespace) -> int:
 
     services = build_services(settings)
     try:
+        if args.command == "usage":
+            return await _usage(services, args)
         if args.command == "accounts" and args.action == "roll-webhook-secret":
             return await _roll_webhook_secret(services, args)
         if args.command == "accounts" and args.action == "update":
@@ -142,6 +158,38 @@ async def _manage(settings: Settings, args: argparse.Namespace) -> int:
         return await _keys(services, args)
     finally:
         await services.close()
+
+
+async def _usage(services: Any, args: argparse.Namespace) -> int:
+    from relay.delivery.store import usage_rows
+
+    if args.since is not None and not _is_day(args.since):
+        print("relay: --since takes a day, YYYY-MM-DD", file=sys.stderr)
+        return 2
+    rows = await services.db.read(
+        lambda conn: usage_rows(conn, account_id=args.account, since=args.since)
+    )
+    if args.json:
+        for row in rows:
+            print(json.dumps(dataclasses.asdict(row)))
+        return 0
+    header = ("account", "day", "country", "carrier", "outcome", "count")
+    table = [header] + [
+        (r.account_id, r.day, r.country, r.carrier, r.outcome, str(r.count)) for r in rows
+    ]
+    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+    for line in table:
+        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
+    total = sum(r.count for r in rows)
+    print(f"{total} live send attempt(s) counted; test keys are never counted.")
+    return 0
+
+
+def _is_day(value: str) -> bool:
+    try:
+        return date.fromisoformat(value).isoformat() == value
+    except ValueError:
+        return False
 
 
 async def _update_account(services: Any, args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@ import asyncio
 import signal
 
 from relay.config import Settings
+from relay.delivery.loop import run_dispatch
 from relay.events.delivery import DeliveryWorker
 from relay.log import configure
 from relay.services import build_services
@@ -28,8 +29,10 @@ async def _run(settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    await services.delivery.start(dispatch=True)
     tasks = [
         asyncio.create_task(run_sweeper(services), name="relay-sweeper"),
+        asyncio.create_task(run_dispatch(services.delivery), name="relay-dispatch"),
         asyncio.create_task(DeliveryWorker(services.events).run(), name="relay-webhooks"),
     ]
     print("Relay worker running", flush=True)

@@ -127,18 +127,90 @@ verifications = Table(
     ),
 )
 
+messages = Table(
+    "messages",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("account_id", String(40), ForeignKey("accounts.id"), nullable=False),
+    Column("livemode", Boolean, nullable=False),
+    Column("to_number", String(16), nullable=False),
+    Column("country", String(2), nullable=False),
+    Column("sender", String(60), nullable=False),
+    Column("locale", String(35), nullable=False),
+    Column("status", String(16), nullable=False),
+    # The client's code, sealed; erased once the last attempt has finished.
+    Column("sealed_code", LargeBinary),
+    Column("metadata", JSON, nullable=False),
+    Column("webhook_url", String(2048)),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    # Failover gives up at this moment: a code delivered later is no use.
+    Column("expires_at", UtcDateTime, nullable=False),
+    Index("ix_messages_list", "account_id", "livemode", "id"),
+)
+
 attempts = Table(
     "attempts",
     metadata,
     Column("id", String(40), primary_key=True),
-    Column("verification_id", String(40), ForeignKey("verifications.id"), nullable=False),
+    # Exactly one of verification_id and message_id is set.
+    Column("verification_id", String(40), ForeignKey("verifications.id")),
+    Column("message_id", String(40), ForeignKey("messages.id")),
     Column("carrier", String(60), nullable=False),
     Column("status", String(16), nullable=False),
     Column("error", JSON),
     Column("carrier_message_id", String(128)),
     Column("at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
+    # Delivery layer (migration 0004): the carriers of this send, in order, and
+    # which one this attempt is; the dispatcher's lease; the receipt deadline.
+    Column("route", JSON),
+    Column("position", Integer, nullable=False, server_default=text("0")),
+    Column("lease_until", UtcDateTime),
+    Column("lease_owner", String(40)),
+    Column("report_due_at", UtcDateTime),
     Index("ix_attempts_verification", "verification_id", "id"),
+    Index("ix_attempts_message", "message_id", "id"),
+    Index("ix_attempts_carrier_message", "carrier", "carrier_message_id"),
+    Index(
+        "ix_attempts_queued",
+        "lease_until",
+        sqlite_where=text("status = 'queued'"),
+        postgresql_where=text("status = 'queued'"),
+    ),
+    Index(
+        "ix_attempts_report_due",
+        "report_due_at",
+        sqlite_where=text("status = 'sent'"),
+        postgresql_where=text("status = 'sent'"),
+    ),
+)
+
+# Receipts that named a carrier message id no attempt carries yet: the submit
+# answer and its receipt raced, and the receipt won. Applied when the id is recorded.
+early_reports = Table(
+    "early_reports",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("carrier", String(60), nullable=False),
+    Column("carrier_message_id", String(128), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("error_code", String(64)),
+    Column("at", UtcDateTime, nullable=False),
+    Column("received_at", UtcDateTime, nullable=False),
+    Index("ix_early_reports_message", "carrier", "carrier_message_id"),
+)
+
+# Live sends per account, day, destination country, carrier and outcome.
+usage = Table(
+    "usage",
+    metadata,
+    Column("account_id", String(40), ForeignKey("accounts.id"), primary_key=True),
+    Column("day", String(10), primary_key=True),
+    Column("country", String(2), primary_key=True),
+    Column("carrier", String(60), primary_key=True),
+    Column("outcome", String(24), primary_key=True),
+    Column("count", Integer, nullable=False, server_default=text("0")),
 )
 
 events = Table(

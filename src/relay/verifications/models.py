@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from relay.clock import isoformat
+from relay.delivery.attempts import Attempt, AttemptStatus
 from relay.errors import (
     MaxAttemptsReached,
     MaxSendsReached,
@@ -17,6 +18,8 @@ from relay.errors import (
     VerificationClosed,
     VerificationExpired,
 )
+
+__all__ = ["Attempt", "AttemptStatus", "Status", "Verification"]
 
 CHECK_LIMIT = 5
 TEST_CODE = "000000"
@@ -28,34 +31,6 @@ class Status(StrEnum):
     EXPIRED = "expired"
     CANCELED = "canceled"
     MAX_ATTEMPTS_REACHED = "max_attempts_reached"
-
-
-class AttemptStatus(StrEnum):
-    QUEUED = "queued"
-    SENT = "sent"
-    DELIVERED = "delivered"
-    FAILED = "failed"
-
-
-@dataclass(frozen=True)
-class Attempt:
-    id: str
-    status: AttemptStatus
-    carrier: str
-    at: datetime
-    error: dict[str, Any] | None
-    livemode: bool
-
-    def to_api(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "object": "attempt",
-            "livemode": self.livemode,
-            "status": self.status.value,
-            "carrier": self.carrier,
-            "at": isoformat(self.at),
-            "error": self.error,
-        }
 
 
 @dataclass(frozen=True)

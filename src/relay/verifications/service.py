@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -13,11 +12,10 @@ from sqlalchemy.exc import IntegrityError
 from relay.abuse.models import Rules, country_allowed
 from relay.abuse.service import AbuseGuard
 from relay.accounts.models import Caller
-from relay.carriers.base import OutboundSms
-from relay.carriers.sandbox import SandboxCarrier
 from relay.clock import Clock
 from relay.crypto import Keyring, generate_code
 from relay.db.engine import Database
+from relay.delivery.service import Delivery, Job
 from relay.errors import (
     CountryNotAllowed,
     NoRouteAvailable,
@@ -33,7 +31,6 @@ from relay.phone import Destination, parse_destination
 from relay.sms.text import render_sms
 from relay.verifications import store
 from relay.verifications.models import (
-    AttemptStatus,
     Status,
     Verification,
     check_is_correct,
@@ -60,9 +57,22 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class _Opened:
+    """A verification about to be sent (new or resent), with its code: never log it."""
+
+    id: str
+    code: str
+    locale: str
+    sender: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
 class _Sent:
-    verification: Verification
-    sms: OutboundSms
+    verification_id: str
+    job: Job
+    # Loaded in the creating transaction only when no dispatch follows here.
+    verification: Verification | None
 
 
 def sender_name(brand: str) -> str:
@@ -78,7 +88,7 @@ class VerificationService:
         keyring: Keyring,
         clock: Clock,
         *,
-        sandbox: SandboxCarrier,
+        delivery: Delivery,
         limits: Limits,
         abuse: AbuseGuard | None = None,
     ) -> None:
@@ -86,7 +96,7 @@ class VerificationService:
         self._db = db
         self._keyring = keyring
         self._clock = clock
-        self._sandbox = sandbox
+        self._delivery = delivery
         self._limits = limits
 
     async def create(self, caller: Caller, request: CreateRequest) -> Verification:
@@ -94,23 +104,27 @@ class VerificationService:
         if not country_allowed(destination.country, caller.allowed_countries):
             # Refused before any row, carrier call or cost (geo permissions).
             raise CountryNotAllowed(param="to")
-        if caller.livemode:
+        route = self._delivery.route_for(livemode=caller.livemode, country=destination.country)
+        if route is None:
             # Live sends need a configured route; nothing is written without one.
             raise NoRouteAvailable()
         now = self._clock.now()
         try:
             sent = await self._db.write(
-                lambda c: self._create(c, caller, request, destination, now)
+                lambda c: self._create(c, caller, request, destination, route, now)
             )
         except IntegrityError:
             # Another request opened a verification for this number first: this one is a resend.
             sent = await self._db.write(
-                lambda c: self._create(c, caller, request, destination, now)
+                lambda c: self._create(c, caller, request, destination, route, now)
             )
         if isinstance(sent, RateLimitError):
             raise sent
-        await self._sandbox.submit(sent.sms)
-        return sent.verification
+        if sent.verification is not None:
+            return sent.verification
+        # This process sends: answer once the carrier has taken (or refused) the SMS.
+        await self._delivery.dispatch(sent.job)
+        return await self.retrieve(caller, sent.verification_id)
 
     def _create(
         self,
@@ -118,6 +132,7 @@ class VerificationService:
         caller: Caller,
         request: CreateRequest,
         destination: Destination,
+        route: tuple[str, ...],
         now: datetime,
     ) -> _Sent | RateLimitError:
         scope = caller.scope
@@ -129,32 +144,28 @@ class VerificationService:
             # Returned, not raised: a pumping block written here must commit.
             return refusal
         if existing is None:
-            verification_id, code = self._open(conn, caller, request, destination, now)
+            opened = self._open(conn, caller, request, destination, now)
         else:
-            verification_id, code = self._resend(conn, scope, existing, now)
-        attempt_id = new_id("att")
-        store.insert_attempt(
-            conn,
-            attempt_id=attempt_id,
-            verification_id=verification_id,
-            carrier="sandbox",
-            status=AttemptStatus.DELIVERED,
-            now=now,
-        )
+            opened = self._resend(conn, scope, existing, now)
+        verification_id, code = opened.id, opened.code
+        queued = self._delivery.queue_first(conn, route, now=now, verification_id=verification_id)
         self._abuse.record_send(conn, scope, destination, now=now)
-        verification = self._load(conn, scope, verification_id)
-        self._emit(conn, _as_just_sent(verification), EventType.VERIFICATION_SENT, now)
-        self._emit(conn, verification, EventType.VERIFICATION_DELIVERED, now)
         body = render_sms(
-            locale=verification.locale,
+            locale=opened.locale,
             brand=caller.brand,
             code=code,
             webotp_domain=caller.webotp_domain,
         )
-        sms = OutboundSms(
-            attempt_id=attempt_id, to=destination.e164, sender=verification.sender, body=body
+        job = self._delivery.job(
+            queued,
+            owner_id=verification_id,
+            to=destination.e164,
+            sender=opened.sender,
+            body=body,
+            expires_at=opened.expires_at,
         )
-        return _Sent(verification, sms)
+        loaded = None if self._delivery.dispatching else self._load(conn, scope, verification_id)
+        return _Sent(verification_id, job, loaded)
 
     def _open(
         self,
@@ -163,7 +174,7 @@ class VerificationService:
         request: CreateRequest,
         destination: Destination,
         now: datetime,
-    ) -> tuple[str, str]:
+    ) -> _Opened:
         verification_id = new_id("ver")
         code = generate_code(request.code_length)
         new = NewVerification(
@@ -180,11 +191,11 @@ class VerificationService:
             expires_at=now + timedelta(seconds=request.ttl),
         )
         store.insert_verification(conn, caller.scope, new, now)
-        return verification_id, code
+        return _Opened(verification_id, code, new.locale, new.sender, new.expires_at)
 
     def _resend(
         self, conn: Connection, scope: Scope, verification_id: str, now: datetime
-    ) -> tuple[str, str]:
+    ) -> _Opened:
         current = self._load(conn, scope, verification_id)
         require_resend_allowed(
             current,
@@ -197,7 +208,8 @@ class VerificationService:
         secrets = store.load_secrets(conn, scope, verification_id)
         if secrets is None or secrets[1] is None:
             raise ResourceMissing()
-        return verification_id, self._keyring.unseal(verification_id, secrets[1])
+        code = self._keyring.unseal(verification_id, secrets[1])
+        return _Opened(verification_id, code, current.locale, current.sender, current.expires_at)
 
     async def retrieve(self, caller: Caller, verification_id: str) -> Verification:
         found = await self._db.read(lambda c: store.load(c, caller.scope, verification_id))
@@ -329,11 +341,3 @@ class VerificationService:
             related_id=verification.id,
             webhook_url=verification.webhook_url,
         )
-
-
-def _as_just_sent(verification: Verification) -> Verification:
-    """The verification as it stood when its newest attempt was handed to the carrier."""
-    *earlier, newest = verification.attempts
-    return dataclasses.replace(
-        verification, attempts=(*earlier, dataclasses.replace(newest, status=AttemptStatus.SENT))
-    )

@@ -26,15 +26,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql import ColumnElement
 
-from relay.db.tables import UtcDateTime, attempts, verifications
+from relay.db.tables import UtcDateTime, verifications
+from relay.delivery.store import attempts_of
 from relay.phone import Destination
-from relay.verifications.models import (
-    CHECK_LIMIT,
-    Attempt,
-    AttemptStatus,
-    Status,
-    Verification,
-)
+from relay.verifications.models import CHECK_LIMIT, Attempt, Status, Verification
 
 V = verifications.c
 
@@ -88,18 +83,7 @@ class ListQuery:
     created_lt: datetime | None = None
 
 
-def _attempt_from_row(row: Row[Any], livemode: bool) -> Attempt:
-    return Attempt(
-        id=row.id,
-        status=AttemptStatus(row.status),
-        carrier=row.carrier,
-        at=row.at,
-        error=row.error,
-        livemode=livemode,
-    )
-
-
-def _from_row(row: Row[Any], attempt_rows: Sequence[Row[Any]] = ()) -> Verification:
+def _from_row(row: Row[Any], found: Sequence[Attempt] = ()) -> Verification:
     return Verification(
         id=row.id,
         account_id=row.account_id,
@@ -120,16 +104,11 @@ def _from_row(row: Row[Any], attempt_rows: Sequence[Row[Any]] = ()) -> Verificat
         last_sent_at=row.last_sent_at,
         approved_at=row.approved_at,
         canceled_at=row.canceled_at,
-        attempts=tuple(_attempt_from_row(a, row.livemode) for a in attempt_rows),
+        attempts=tuple(found),
     )
 
 
 _PUBLIC_COLUMNS = [c for c in verifications.c if c.name not in ("code_mac", "sealed_code")]
-_ATTEMPTS_FOR = (
-    select(attempts)
-    .where(attempts.c.verification_id.in_(bindparam("ids", expanding=True)))
-    .order_by(attempts.c.verification_id, attempts.c.id)
-)
 _LOAD = select(*_PUBLIC_COLUMNS).where(*_THIS)
 _LOAD_SECRETS = select(V.code_mac, V.sealed_code).where(*_THIS)
 _DESTINATION = select(V.to_number, V.country).where(*_THIS)
@@ -139,7 +118,6 @@ _PENDING_ID = select(V.id).where(
 # On PostgreSQL, concurrent creates for one number queue behind the row lock.
 _PENDING_ID_LOCKED = _PENDING_ID.with_for_update()
 _INSERT_VERIFICATION = insert(verifications)
-_INSERT_ATTEMPT = insert(attempts)
 _COUNT_RESEND = (
     update(verifications)
     .where(*_OPEN, V.sends == bindparam("seen_sends"))
@@ -180,15 +158,6 @@ _EXPIRE_NUMBER = (
 _EXPIRE_ONE = update(verifications).where(*_THIS, *_PAST_TTL).values(**_EXPIRED_VALUES)
 
 
-def _attempts_for(conn: Connection, ids: Sequence[str]) -> dict[str, list[Row[Any]]]:
-    grouped: dict[str, list[Row[Any]]] = {i: [] for i in ids}
-    if not ids:
-        return grouped
-    for row in conn.execute(_ATTEMPTS_FOR, {"ids": list(ids)}):
-        grouped[row.verification_id].append(row)
-    return grouped
-
-
 def _this(scope: Scope, verification_id: str, **extra: Any) -> dict[str, Any]:
     return {**scope.params(), "verification_id": verification_id, **extra}
 
@@ -197,7 +166,7 @@ def load(conn: Connection, scope: Scope, verification_id: str) -> Verification |
     row = conn.execute(_LOAD, _this(scope, verification_id)).first()
     if row is None:
         return None
-    return _from_row(row, _attempts_for(conn, [row.id])[row.id])
+    return _from_row(row, attempts_of(conn, [row.id], livemode=row.livemode)[row.id])
 
 
 def load_secrets(
@@ -253,30 +222,6 @@ def count_resend(
     """Record one more send; false if another request resent in between."""
     params = _this(scope, verification_id, seen_sends=seen_sends, now=now)
     return conn.execute(_COUNT_RESEND, params).rowcount == 1
-
-
-def insert_attempt(
-    conn: Connection,
-    *,
-    attempt_id: str,
-    verification_id: str,
-    carrier: str,
-    status: AttemptStatus,
-    now: datetime,
-    error: dict[str, Any] | None = None,
-) -> None:
-    conn.execute(
-        _INSERT_ATTEMPT,
-        {
-            "id": attempt_id,
-            "verification_id": verification_id,
-            "carrier": carrier,
-            "status": status.value,
-            "error": error,
-            "at": now,
-            "updated_at": now,
-        },
-    )
 
 
 def count_check(
@@ -340,7 +285,7 @@ def list_page(
     rows = rows[: query.limit]
     if backwards:
         rows.reverse()
-    grouped = _attempts_for(conn, [r.id for r in rows])
+    grouped = attempts_of(conn, [r.id for r in rows], livemode=scope.livemode)
     return [_from_row(r, grouped[r.id]) for r in rows], has_more
 
 
@@ -368,4 +313,4 @@ def load_any(conn: Connection, verification_id: str) -> Verification | None:
     row = conn.execute(select(*_PUBLIC_COLUMNS).where(V.id == verification_id)).first()
     if row is None:
         return None
-    return _from_row(row, _attempts_for(conn, [row.id])[row.id])
+    return _from_row(row, attempts_of(conn, [row.id], livemode=row.livemode)[row.id])

@@ -12,13 +12,16 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import HTMLResponse, Response
 
+from relay.delivery.loop import run_dispatch
 from relay.errors import RelayError
 from relay.events.delivery import run_delivery
 from relay.services import Services
 from relay.web import errors as error_map
+from relay.web.carrier_routes import router as carrier_router
 from relay.web.docs import api_page, errors_page
 from relay.web.event_routes import router as event_router
 from relay.web.idempotency import IdempotencyMiddleware
+from relay.web.message_routes import router as message_router
 from relay.web.middleware import EdgeMiddleware
 from relay.web.ratelimit import RateLimitMiddleware
 from relay.web.responses import JsonResponse
@@ -33,9 +36,14 @@ def create_app(services: Services, *, background: bool = True) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         tasks = []
-        if background and services.settings.serve_background:
+        sends = background and services.settings.serve_background
+        await services.delivery.start(dispatch=sends)
+        if sends:
             tasks.append(asyncio.create_task(run_sweeper(services), name="relay-sweeper"))
             tasks.append(asyncio.create_task(run_delivery(services.events), name="relay-webhooks"))
+            tasks.append(
+                asyncio.create_task(run_dispatch(services.delivery), name="relay-dispatch")
+            )
         try:
             yield
         finally:
@@ -56,7 +64,9 @@ def create_app(services: Services, *, background: bool = True) -> FastAPI:
     )
     app.state.services = services
     app.include_router(router)
+    app.include_router(message_router)
     app.include_router(event_router)
+    app.include_router(carrier_router)
     app.add_exception_handler(RelayError, error_map.on_relay_error)
     app.add_exception_handler(RequestValidationError, error_map.on_validation_error)
     app.add_exception_handler(HTTPException, error_map.on_http_error)

@@ -14,9 +14,9 @@ from relay.ids import is_id
 from relay.web.event_schemas import EventList, EventObject
 from relay.web.pagination import require_cursors
 from relay.web.responses import JsonResponse
-from relay.web.routes import _ERRORS, CallerDep, ServicesDep
+from relay.web.routes import ERRORS, CallerDep, ServicesDep
 
-router = APIRouter(prefix="/v1", responses=_ERRORS, tags=["events"])
+router = APIRouter(prefix="/v1", responses=ERRORS, tags=["events"])
 
 _RELATED_PREFIXES = ("ver", "msg")
 

@@ -16,6 +16,9 @@ from relay.web.errors import error_response
 
 MAX_BODY = 64 * 1024
 _WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+# Providers post delivery status callbacks as HTML forms (Twilio does).
+CALLBACK_PREFIX = "/v1/carriers/"
+_FORM = b"application/x-www-form-urlencoded"
 log = logging.getLogger("relay.http")
 
 
@@ -79,7 +82,8 @@ class EdgeMiddleware:
         has_body = length not in (None, b"0") or b"transfer-encoding" in headers
         if scope["method"] in _WITH_BODY and has_body:
             media = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
-            if media != b"application/json":
+            is_callback = scope["path"].startswith(CALLBACK_PREFIX)
+            if media != b"application/json" and not (is_callback and media == _FORM):
                 return e.ContentTypeInvalid()
         return None
 

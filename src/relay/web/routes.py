@@ -14,10 +14,10 @@ from relay.accounts.models import Caller
 from relay.errors import ParameterInvalid, ParameterMissing, ResourceMissing
 from relay.ids import is_id
 from relay.services import Services
-from relay.sms.text import UnsupportedLocale, resolve_locale
 from relay.verifications.models import Status, Verification
 from relay.verifications.service import CreateRequest
 from relay.verifications.store import ListQuery
+from relay.web.fields import require_locale, require_webhook_url
 from relay.web.pagination import require_cursors
 from relay.web.responses import JsonResponse
 from relay.web.schemas import (
@@ -28,11 +28,10 @@ from relay.web.schemas import (
     VerificationList,
     VerificationObject,
 )
-from relay.webhooks.guard import url_problem
 
 _bearer = HTTPBearer(auto_error=False, description="A secret key: sk_test_… or sk_live_….")
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
+ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": text}
     for status, text in [
         (400, "Invalid request"),
@@ -50,16 +49,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     ]
 }
 
-_URL_PROBLEMS = {
-    "malformed": "webhook_url is not a well-formed URL.",
-    "not_https": "webhook_url must use https://.",
-    "too_long": "webhook_url may be at most 2048 characters.",
-    "userinfo": "webhook_url may not carry a user name or password.",
-    "no_host": "webhook_url needs a host name.",
-    "refused_address": "webhook_url points at a private or reserved address.",
-}
-
-router = APIRouter(prefix="/v1", responses=_ERRORS)
+router = APIRouter(prefix="/v1", responses=ERRORS)
 
 
 class CancelBody(BaseModel):
@@ -121,13 +111,10 @@ async def create_verification(
 ) -> Response:
     """Send a code to `to`. A second create for a number that has a pending
     verification resends the same code and returns the same verification."""
-    if body.webhook_url is not None:
-        problem = url_problem(body.webhook_url, allowed=app.settings.webhook_allowed_networks)
-        if problem is not None:
-            raise ParameterInvalid(_URL_PROBLEMS[problem], param="webhook_url")
+    require_webhook_url(body.webhook_url, allowed=app.settings.webhook_allowed_networks)
     request = CreateRequest(
         to=body.to,
-        locale=_locale(body.locale),
+        locale=require_locale(body.locale),
         code_length=body.code_length,
         ttl=body.ttl,
         metadata=body.metadata,
@@ -135,15 +122,6 @@ async def create_verification(
     )
     verification = await app.verifications.create(who, request)
     return _render(verification, app.clock.now())
-
-
-def _locale(tag: str) -> str:
-    try:
-        return resolve_locale(tag)
-    except UnsupportedLocale as exc:
-        raise ParameterInvalid(
-            f"Unsupported locale {tag!r}; use en, es, fr, de or pt.", param="locale"
-        ) from exc
 
 
 @router.post(

@@ -1,0 +1,128 @@
+"""Carriers and routes from the config file: `[carriers.NAME]` tables and `[routes]`.
+
+    [carriers.operator-a]
+    kind = "smpp"              # or "http" (provider = "twilio"), or "sandbox"
+    host = "smsc.example.net"
+    port = 2775
+    system_id = "relay"
+    password = "secret"
+    receipt_timeout = 60       # seconds without a receipt before failing over
+
+    [routes]
+    FR = ["operator-a", "operator-b"]
+    default = ["operator-b"]
+
+The two sandbox carriers of test keys (`sandbox`, `sandbox-backup`) always exist.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from relay.carriers.base import Carrier, OutboundSms
+from relay.carriers.routing import RouteTable, parse_routes
+from relay.carriers.sandbox import BACKUP, PRIMARY, SandboxCarrier
+from relay.carriers.smpp import SmppCarrier, SmppSettings
+from relay.carriers.twilio import TwilioCarrier, TwilioSettings
+from relay.config import Settings
+
+# Sandbox receipts come at once, or after `sandbox_slow_delivery`: wait for
+# those with room to spare before failing over.
+SANDBOX_RECEIPT_MARGIN = 25.0
+
+
+class CarrierConfigError(ValueError):
+    """The config file's carriers or routes are wrong; the message says where."""
+
+
+@dataclass
+class CarrierSet:
+    """Every carrier this process knows, by name, with its routes and receipt deadlines."""
+
+    carriers: dict[str, Carrier]
+    routes: RouteTable
+    receipt_timeouts: dict[str, float]
+    # Carriers that hold connections (SMPP binds): started only where SMS are dispatched.
+    connected: frozenset[str]
+    sandbox: SandboxCarrier
+
+    def receipt_timeout(self, name: str, default: float) -> float:
+        return self.receipt_timeouts.get(name, default)
+
+
+def build_carriers(
+    settings: Settings, *, clock: Callable[[], datetime] | None = None
+) -> CarrierSet:
+    sent: deque[OutboundSms] = deque(maxlen=1000)
+    slow = settings.sandbox_slow_delivery
+    primary = SandboxCarrier(PRIMARY, sent=sent, slow_delivery=slow, clock=clock)
+    carriers: dict[str, Carrier] = {
+        PRIMARY: primary,
+        BACKUP: SandboxCarrier(BACKUP, sent=sent, slow_delivery=slow, clock=clock),
+    }
+    sandbox_timeout = slow + SANDBOX_RECEIPT_MARGIN
+    timeouts = {PRIMARY: sandbox_timeout, BACKUP: sandbox_timeout}
+    connected: set[str] = set()
+    for name, table in settings.carriers.items():
+        if name in carriers:
+            raise CarrierConfigError(f"carriers.{name}: this name is reserved for test keys")
+        carrier, timeout = _build_one(name, table, settings, clock=clock, sent=sent)
+        carriers[name] = carrier
+        timeouts[name] = timeout
+        if isinstance(carrier, SmppCarrier):
+            connected.add(name)
+    try:
+        routes = parse_routes(settings.routes, list(carriers))
+    except ValueError as exc:
+        raise CarrierConfigError(f"routes: {exc}") from exc
+    return CarrierSet(carriers, routes, timeouts, frozenset(connected), primary)
+
+
+def _build_one(
+    name: str,
+    table: Mapping[str, Any],
+    settings: Settings,
+    *,
+    clock: Callable[[], datetime] | None,
+    sent: deque[OutboundSms],
+) -> tuple[Carrier, float]:
+    options = dict(table)
+    kind = options.pop("kind", None)
+    timeout = float(options.pop("receipt_timeout", settings.receipt_timeout))
+    if timeout <= 0:
+        raise CarrierConfigError(f"carriers.{name}.receipt_timeout must be positive")
+    try:
+        if kind == "smpp":
+            if "reconnect_backoff" in options:
+                options["reconnect_backoff"] = tuple(options["reconnect_backoff"])
+            return SmppCarrier(SmppSettings(name=name, **options), clock=clock), timeout
+        if kind == "http":
+            provider = options.pop("provider", "twilio")
+            if provider != "twilio":
+                raise CarrierConfigError(f"carriers.{name}.provider: only 'twilio' is supported")
+            options.setdefault("status_callback_url", _callback_url(name, settings))
+            return TwilioCarrier(TwilioSettings(name=name, **options), clock=clock), timeout
+        if kind == "sandbox":
+            slow = settings.sandbox_slow_delivery
+            carrier = SandboxCarrier(name, sent=sent, slow_delivery=slow, clock=clock)
+            return carrier, timeout
+    except TypeError as exc:
+        raise CarrierConfigError(f"carriers.{name}: {exc}") from exc
+    except ValueError as exc:
+        if isinstance(exc, CarrierConfigError):
+            raise
+        raise CarrierConfigError(f"carriers.{name}: {exc}") from exc
+    raise CarrierConfigError(f"carriers.{name}.kind must be 'smpp', 'http' or 'sandbox'")
+
+
+def _callback_url(name: str, settings: Settings) -> str:
+    """Where the provider posts status callbacks: Relay's own route for this carrier."""
+    if not settings.public_url:
+        raise CarrierConfigError(
+            f"carriers.{name}: set status_callback_url, or public_url for Relay's address"
+        )
+    return f"{settings.public_url.rstrip('/')}/v1/carriers/{name}/status"

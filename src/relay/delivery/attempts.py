@@ -1,0 +1,38 @@
+"""Attempts, pure: one try of one SMS on one carrier, shared by verifications and messages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from relay.clock import isoformat
+
+
+class AttemptStatus(StrEnum):
+    QUEUED = "queued"
+    SENT = "sent"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    id: str
+    status: AttemptStatus
+    carrier: str
+    at: datetime
+    error: dict[str, Any] | None
+    livemode: bool
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "attempt",
+            "livemode": self.livemode,
+            "status": self.status.value,
+            "carrier": self.carrier,
+            "at": isoformat(self.at),
+            "error": self.error,
+        }

@@ -1,0 +1,55 @@
+"""The dispatch loop: what `relay serve` and `relay worker` run for the delivery layer.
+
+It submits queued attempts whose lease has passed (throttled ones, those of
+API processes that do not send, those of a process that died), fails over
+attempts whose receipt is overdue, and applies receipts that overtook their
+submit in another process. Any number of loops may share one database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+
+from relay.delivery.service import Delivery
+
+log = logging.getLogger("relay.delivery")
+
+POLL_INTERVAL = 0.5
+CONCURRENCY = 64
+# Parked receipts are rare (a race between processes): look for them less often.
+EARLY_REPORTS_EVERY = 10
+
+
+async def run_dispatch(
+    delivery: Delivery, *, poll_interval: float = POLL_INTERVAL, concurrency: int = CONCURRENCY
+) -> None:
+    inflight: dict[str, asyncio.Task[None]] = {}
+    tick = 0
+    while True:
+        try:
+            free = concurrency - len(inflight)
+            if free > 0:
+                for job in await delivery.claim(limit=free, busy=list(inflight)):
+                    task = asyncio.create_task(delivery.dispatch(job))
+                    inflight[job.attempt.id] = task
+                    task.add_done_callback(functools.partial(_finished, inflight, job.attempt.id))
+            await delivery.time_out_reports()
+            if tick % EARLY_REPORTS_EVERY == 0:
+                await delivery.apply_early_reports()
+        except Exception:
+            # A failing round (database restarting) must not end the loop.
+            log.exception("delivery.loop_failed")
+        tick += 1
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(poll_interval):
+                await delivery.wake.wait()
+        delivery.wake.clear()
+
+
+def _finished(inflight: dict[str, asyncio.Task[None]], key: str, task: asyncio.Task[None]) -> None:
+    inflight.pop(key, None)
+    if not task.cancelled() and task.exception() is not None:
+        log.error("delivery.dispatch_failed attempt=%s", key, exc_info=task.exception())

@@ -1,0 +1,53 @@
+"""The Send API's message, pure: the client's own code, delivered by Relay's routes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from relay.clock import isoformat
+from relay.delivery.attempts import Attempt
+
+
+class MessageStatus(StrEnum):
+    QUEUED = "queued"  # accepted, no carrier has taken it yet
+    SENT = "sent"  # a carrier took it; no final receipt yet
+    DELIVERED = "delivered"
+    FAILED = "failed"  # every route failed, or the failover window closed
+
+
+@dataclass(frozen=True)
+class Message:
+    id: str
+    account_id: str
+    livemode: bool
+    to: str
+    country: str
+    sender: str
+    locale: str
+    status: MessageStatus
+    metadata: dict[str, str]
+    webhook_url: str | None
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime
+    attempts: tuple[Attempt, ...] = ()
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "message",
+            "livemode": self.livemode,
+            "status": self.status.value,
+            "to": self.to,
+            "country": self.country,
+            "sender": self.sender,
+            "locale": self.locale,
+            "attempts": [attempt.to_api() for attempt in self.attempts],
+            "metadata": self.metadata,
+            "webhook_url": self.webhook_url,
+            "created_at": isoformat(self.created_at),
+            "updated_at": isoformat(self.updated_at),
+        }

@@ -1,0 +1,133 @@
+"""Send API use cases: deliver a code the client generated, through the same routes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import Connection
+
+from relay.abuse.models import country_allowed
+from relay.abuse.service import AbuseGuard
+from relay.accounts.models import Caller
+from relay.clock import Clock
+from relay.crypto import Keyring
+from relay.db.engine import Database
+from relay.delivery.service import Delivery, Job
+from relay.errors import CountryNotAllowed, NoRouteAvailable, RateLimitError, ResourceMissing
+from relay.ids import new_id
+from relay.messages import store
+from relay.messages.models import Message
+from relay.messages.store import NewMessage
+from relay.phone import Destination, parse_destination
+from relay.sms.text import render_sms
+
+
+@dataclass(frozen=True)
+class SendRequest:
+    """`code` is the client's secret: never log it."""
+
+    to: str
+    code: str
+    locale: str
+    metadata: dict[str, str]
+    webhook_url: str | None
+
+
+@dataclass(frozen=True)
+class _Queued:
+    message_id: str
+    job: Job
+    message: Message | None
+
+
+class MessageService:
+    def __init__(
+        self,
+        db: Database,
+        keyring: Keyring,
+        clock: Clock,
+        *,
+        delivery: Delivery,
+        abuse: AbuseGuard,
+        sender: str,
+        ttl: int,
+    ) -> None:
+        self._db = db
+        self._keyring = keyring
+        self._clock = clock
+        self._delivery = delivery
+        self._abuse = abuse
+        self._sender = sender
+        self._ttl = timedelta(seconds=ttl)
+
+    async def send(self, caller: Caller, request: SendRequest) -> Message:
+        destination = parse_destination(request.to, livemode=caller.livemode)
+        if not country_allowed(destination.country, caller.allowed_countries):
+            raise CountryNotAllowed(param="to")
+        route = self._delivery.route_for(livemode=caller.livemode, country=destination.country)
+        if route is None:
+            raise NoRouteAvailable()
+        now = self._clock.now()
+        queued = await self._db.write(
+            lambda c: self._queue(c, caller, request, destination, route, now)
+        )
+        if isinstance(queued, RateLimitError):
+            raise queued
+        if queued.message is not None:
+            return queued.message
+        await self._delivery.dispatch(queued.job)
+        return await self.retrieve(caller, queued.message_id)
+
+    def _queue(
+        self,
+        conn: Connection,
+        caller: Caller,
+        request: SendRequest,
+        destination: Destination,
+        route: tuple[str, ...],
+        now: datetime,
+    ) -> _Queued | RateLimitError:
+        scope = caller.scope
+        # The same pumping and volume guards as verifications: an SMS costs the same.
+        refusal = self._abuse.before_send(conn, scope, destination, opens=True, now=now)
+        if refusal is not None:
+            return refusal
+        message_id = new_id("msg")
+        new = NewMessage(
+            id=message_id,
+            to=destination.e164,
+            country=destination.country,
+            sender=self._sender,
+            locale=request.locale,
+            sealed_code=self._keyring.seal(message_id, request.code),
+            metadata=request.metadata,
+            webhook_url=request.webhook_url,
+            expires_at=now + self._ttl,
+        )
+        store.insert_message(conn, scope, new, now)
+        queued = self._delivery.queue_first(conn, route, now=now, message_id=message_id)
+        self._abuse.record_send(conn, scope, destination, now=now)
+        body = render_sms(
+            locale=request.locale,
+            brand=caller.brand,
+            code=request.code,
+            webotp_domain=caller.webotp_domain,
+        )
+        job = self._delivery.job(
+            queued,
+            owner_id=message_id,
+            to=destination.e164,
+            sender=self._sender,
+            body=body,
+            expires_at=new.expires_at,
+            message=True,
+        )
+        loaded = None if self._delivery.dispatching else store.load(conn, scope, message_id)
+        return _Queued(message_id, job, loaded)
+
+    async def retrieve(self, caller: Caller, message_id: str) -> Message:
+        found = await self._db.read(lambda c: store.load(c, caller.scope, message_id))
+        if found is None:
+            raise ResourceMissing(f"No such message: {message_id}", param="id")
+        return found

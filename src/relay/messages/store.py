@@ -1,0 +1,114 @@
+"""SQL for messages. State changes are conditional UPDATEs, like verifications'."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Row, bindparam, insert, null, select, update
+
+from relay.db.tables import UtcDateTime, messages
+from relay.delivery.store import attempts_of
+from relay.messages.models import Message, MessageStatus
+from relay.verifications.store import Scope
+
+M = messages.c
+_NOW = bindparam("now", type_=UtcDateTime())
+
+_PUBLIC_COLUMNS = [c for c in messages.c if c.name != "sealed_code"]
+_INSERT = insert(messages)
+_LOAD = select(*_PUBLIC_COLUMNS).where(
+    M.id == bindparam("message_id"),
+    M.account_id == bindparam("scope_account"),
+    M.livemode == bindparam("scope_livemode"),
+)
+_LOAD_ANY = select(*_PUBLIC_COLUMNS).where(M.id == bindparam("message_id"))
+_MARK_SENT = (
+    update(messages)
+    .where(M.id == bindparam("message_id"), M.status == MessageStatus.QUEUED.value)
+    .values(status=MessageStatus.SENT.value, updated_at=_NOW)
+)
+_FINISH = (
+    update(messages)
+    .where(
+        M.id == bindparam("message_id"),
+        M.status.in_([MessageStatus.QUEUED.value, MessageStatus.SENT.value]),
+    )
+    # The code is no longer needed once no attempt can follow.
+    .values(status=bindparam("to_status"), updated_at=_NOW, sealed_code=null())
+)
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    id: str
+    to: str
+    country: str
+    sender: str
+    locale: str
+    sealed_code: bytes
+    metadata: dict[str, str]
+    webhook_url: str | None
+    expires_at: datetime
+
+
+def insert_message(conn: Connection, scope: Scope, new: NewMessage, now: datetime) -> None:
+    conn.execute(
+        _INSERT,
+        {
+            "id": new.id,
+            "account_id": scope.account_id,
+            "livemode": scope.livemode,
+            "to_number": new.to,
+            "country": new.country,
+            "sender": new.sender,
+            "locale": new.locale,
+            "status": MessageStatus.QUEUED.value,
+            "sealed_code": new.sealed_code,
+            "metadata": new.metadata,
+            "webhook_url": new.webhook_url,
+            "created_at": now,
+            "updated_at": now,
+            "expires_at": new.expires_at,
+        },
+    )
+
+
+def _from_row(conn: Connection, row: Row[Any]) -> Message:
+    found = attempts_of(conn, [row.id], livemode=row.livemode, messages=True)
+    return Message(
+        id=row.id,
+        account_id=row.account_id,
+        livemode=row.livemode,
+        to=row.to_number,
+        country=row.country,
+        sender=row.sender,
+        locale=row.locale,
+        status=MessageStatus(row.status),
+        metadata=row.metadata,
+        webhook_url=row.webhook_url,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        expires_at=row.expires_at,
+        attempts=tuple(found[row.id]),
+    )
+
+
+def load(conn: Connection, scope: Scope, message_id: str) -> Message | None:
+    row = conn.execute(_LOAD, {**scope.params(), "message_id": message_id}).first()
+    return None if row is None else _from_row(conn, row)
+
+
+def load_any(conn: Connection, message_id: str) -> Message | None:
+    """Without an account scope: for the delivery layer only, never for requests."""
+    row = conn.execute(_LOAD_ANY, {"message_id": message_id}).first()
+    return None if row is None else _from_row(conn, row)
+
+
+def mark_sent(conn: Connection, message_id: str, *, now: datetime) -> None:
+    conn.execute(_MARK_SENT, {"message_id": message_id, "now": now})
+
+
+def finish(conn: Connection, message_id: str, status: MessageStatus, *, now: datetime) -> None:
+    conn.execute(_FINISH, {"message_id": message_id, "to_status": status.value, "now": now})

@@ -1,0 +1,34 @@
+"""Checks on request fields that JSON Schema cannot express, shared by the send routes."""
+
+from __future__ import annotations
+
+from relay.config import IpNetwork
+from relay.errors import ParameterInvalid
+from relay.sms.text import UnsupportedLocale, resolve_locale
+from relay.webhooks.guard import url_problem
+
+_URL_PROBLEMS = {
+    "malformed": "webhook_url is not a well-formed URL.",
+    "not_https": "webhook_url must use https://.",
+    "too_long": "webhook_url may be at most 2048 characters.",
+    "userinfo": "webhook_url may not carry a user name or password.",
+    "no_host": "webhook_url needs a host name.",
+    "refused_address": "webhook_url points at a private or reserved address.",
+}
+
+
+def require_webhook_url(url: str | None, *, allowed: list[IpNetwork]) -> None:
+    if url is None:
+        return
+    problem = url_problem(url, allowed=allowed)
+    if problem is not None:
+        raise ParameterInvalid(_URL_PROBLEMS[problem], param="webhook_url")
+
+
+def require_locale(tag: str) -> str:
+    try:
+        return resolve_locale(tag)
+    except UnsupportedLocale as exc:
+        raise ParameterInvalid(
+            f"Unsupported locale {tag!r}; use en, es, fr, de or pt.", param="locale"
+        ) from exc
