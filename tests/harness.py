@@ -87,11 +87,11 @@ class RunningServer:
 
 
 class ServerThread:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, port: int | None = None) -> None:
         self.clock = OffsetClock()
         self.services = build_services(settings, clock=self.clock)
         self.cert = ensure_self_signed(settings.data_dir / "tls")
-        self.port = free_port()
+        self.port = port or free_port()
         config = uvicorn.Config(
             create_app(self.services),
             host="127.0.0.1",

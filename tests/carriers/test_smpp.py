@@ -22,7 +22,7 @@ from relay.carriers.base import (
     OutboundSms,
 )
 from relay.carriers.smpp import SmppCarrier, SmppSettings
-from tests.carriers.smpp_peer import SmppPeer, install_peer
+from tests.carriers.smpp_peer import SmppPeer
 
 NOW = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
 SMS = OutboundSms(attempt_id="att_1", to="+15558675310", sender="Relay", body="Your code is 482916")
@@ -53,13 +53,6 @@ class Reports:
         async with asyncio.timeout(within), self._changed:
             await self._changed.wait_for(lambda: len(self.items) >= count)
         return self.items
-
-
-@pytest.fixture(scope="session")
-def peer_dir(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cache = getattr(pytestconfig, "cache", None)
-    root = cache.mkdir("smpp-peer") if cache is not None else tmp_path_factory.mktemp("npm")
-    return install_peer(Path(root))
 
 
 @pytest_asyncio.fixture

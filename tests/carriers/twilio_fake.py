@@ -24,6 +24,7 @@ import json
 import re
 import secrets
 import socket
+import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
@@ -257,14 +258,20 @@ class FakeTwilio:
                 self._release.set()
 
     async def send_status(
-        self, sid: str, status: str, *, error_code: int | None = None, token: str | None = None
+        self,
+        sid: str,
+        status: str,
+        *,
+        error_code: int | None = None,
+        token: str | None = None,
+        verify: ssl.SSLContext | bool = True,
     ) -> int:
         """POST a signed status callback for `sid`, as Twilio does; the answer's status."""
         message = self.messages[sid]
         url = message.form["StatusCallback"]
         form = self._callback_form(message, status, error_code)
         signature = sign(token or self.auth_token, url, form)
-        async with httpx.AsyncClient(timeout=5) as client:
+        async with httpx.AsyncClient(timeout=5, verify=verify) as client:
             answer = await client.post(url, data=form, headers={"X-Twilio-Signature": signature})
         return answer.status_code
 

@@ -20,29 +20,28 @@ log = logging.getLogger("relay.delivery")
 POLL_INTERVAL = 0.5
 CONCURRENCY = 64
 # Parked receipts are rare (a race between processes): look for them less often.
-EARLY_REPORTS_EVERY = 10
 
 
 async def run_dispatch(
     delivery: Delivery, *, poll_interval: float = POLL_INTERVAL, concurrency: int = CONCURRENCY
 ) -> None:
     inflight: dict[str, asyncio.Task[None]] = {}
-    tick = 0
     while True:
         try:
+            claimable, overdue, parked = await delivery.work_waiting()
             free = concurrency - len(inflight)
-            if free > 0:
+            if claimable and free > 0:
                 for job in await delivery.claim(limit=free, busy=list(inflight)):
                     task = asyncio.create_task(delivery.dispatch(job))
                     inflight[job.attempt.id] = task
                     task.add_done_callback(functools.partial(_finished, inflight, job.attempt.id))
-            await delivery.time_out_reports()
-            if tick % EARLY_REPORTS_EVERY == 0:
+            if overdue:
+                await delivery.time_out_reports()
+            if parked:
                 await delivery.apply_early_reports()
         except Exception:
             # A failing round (database restarting) must not end the loop.
             log.exception("delivery.loop_failed")
-        tick += 1
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(poll_interval):
                 await delivery.wake.wait()

@@ -95,6 +95,12 @@ class Delivery:
         self.dispatching = False
         self.wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
+        # Submits accepted but not yet recorded, by (carrier, carrier message id).
+        # A receipt for one of them waits for the record instead of racing it:
+        # carriers hand the id over and return without yielding to the loop
+        # (the SMPP carrier holds early receipts until then), so the entry is
+        # always made before that receipt's handler runs.
+        self._recording: dict[tuple[str, str], asyncio.Event] = {}
 
     # --- lifecycle ----------------------------------------------------------
 
@@ -235,7 +241,13 @@ class Delivery:
                 lambda c: self._failed(c, attempt, AttemptStatus.QUEUED, decision, now), job
             )
         now = self._clock.now()
-        return await self._write_job(lambda c: self._sent(c, attempt, receipt, now), job)
+        key = (attempt.carrier, receipt.carrier_message_id)
+        recorded = self._recording[key] = asyncio.Event()
+        try:
+            return await self._write_job(lambda c: self._sent(c, attempt, receipt, now), job)
+        finally:
+            del self._recording[key]
+            recorded.set()
 
     async def _write_job(
         self, work: Callable[[Connection], AttemptRow | None], previous: Job
@@ -401,6 +413,9 @@ class Delivery:
 
     async def on_report(self, report: DeliveryReport) -> None:
         """The sink every carrier reports to. Raises if it could not be recorded."""
+        recording = self._recording.get((report.carrier, report.carrier_message_id))
+        if recording is not None:
+            await recording.wait()
         now = self._clock.now()
         following = await self._db.write(lambda c: self._report(c, report, now))
         if following is not None:
@@ -423,6 +438,10 @@ class Delivery:
         return self._apply(conn, attempt, report, now)
 
     # --- the loop's work ----------------------------------------------------
+
+    async def work_waiting(self) -> tuple[bool, bool, bool]:
+        now = self._clock.now()
+        return await self._db.read(lambda c: store.work_waiting(c, now=now))
 
     async def claim(self, *, limit: int, busy: list[str]) -> list[Job]:
         """Lease queued attempts nobody is submitting, and build their SMS."""
@@ -510,12 +529,16 @@ class Delivery:
                 opened = self._report(conn, report, now)
                 if opened is not None:
                     following.append(opened)
-            store.prune_early_reports(conn, before=now - EARLY_REPORT_RETENTION)
             return following
 
         opened = await self._db.write(work)
         await self._follow(opened)
         return len(opened)
+
+    async def prune(self) -> int:
+        """Parked receipts that matched nothing for a day are for SMS this database never sent."""
+        before = self._clock.now() - EARLY_REPORT_RETENTION
+        return await self._db.write(lambda c: store.prune_early_reports(c, before=before))
 
     async def _follow(self, opened: list[AttemptRow]) -> None:
         """Submit failover attempts opened outside a dispatch, here if this process sends."""

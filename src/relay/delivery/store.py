@@ -403,3 +403,30 @@ def attempts_of(
             )
         )
     return grouped
+
+
+# --- cheap looks before a write transaction --------------------------------------
+# The dispatch loop polls; on SQLite every write transaction takes the one
+# write lock, so each round first looks, read-only, whether there is work.
+
+_ANY_CLAIMABLE = (
+    select(A.id).where(A.status == AttemptStatus.QUEUED.value, A.lease_until <= _NOW).limit(1)
+)
+_ANY_OVERDUE = (
+    select(A.id).where(A.status == AttemptStatus.SENT.value, A.report_due_at <= _NOW).limit(1)
+)
+_ANY_EARLY = (
+    select(R.id)
+    .join(attempts, and_(A.carrier == R.carrier, A.carrier_message_id == R.carrier_message_id))
+    .limit(1)
+)
+
+
+def work_waiting(conn: Connection, *, now: datetime) -> tuple[bool, bool, bool]:
+    """(claimable attempts, overdue receipts, parked receipts that now match) exist."""
+    params = {"now": now}
+    return (
+        conn.execute(_ANY_CLAIMABLE, params).first() is not None,
+        conn.execute(_ANY_OVERDUE, params).first() is not None,
+        conn.execute(_ANY_EARLY).first() is not None,
+    )

@@ -6,6 +6,7 @@ import html
 from typing import Any
 
 from relay import errors as e
+from relay.carriers.routing import ERROR_MESSAGES
 from relay.web.errors import status_and_type
 
 _STYLE = (
@@ -52,7 +53,17 @@ def errors_page() -> str:
         "is. 429 answers carry <code>Retry-After</code>.</p>"
     )
     table = f"<table><tr><th>code</th><th>HTTP</th><th>type</th><th>meaning</th></tr>{rows}</table>"
-    return _page("Relay error codes", intro + table)
+    attempt_rows = "".join(
+        f"<tr id='{code}'><td><code>{code}</code></td><td>{html.escape(text)}</td></tr>"
+        for code, text in ERROR_MESSAGES.items()
+    )
+    attempts = (
+        "<h2>Attempt errors</h2><p>A failed SMS attempt carries <code>error</code> with "
+        "<code>type: carrier_error</code>, one of these codes, and <code>carrier_code</code>, "
+        "the carrier's own code when it gave one.</p>"
+        f"<table><tr><th>code</th><th>meaning</th></tr>{attempt_rows}</table>"
+    )
+    return _page("Relay error codes", intro + table + attempts)
 
 
 def api_page(openapi: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from relay.events.models import DeliveryStatus, EventType
-from relay.web.schemas import VerificationObject
+from relay.web.schemas import MessageObject, VerificationObject
 
 
 class DeliveryAttemptObject(BaseModel):
@@ -22,7 +22,9 @@ class DeliveryAttemptObject(BaseModel):
 
 
 class EventData(BaseModel):
-    object: VerificationObject = Field(description="The object as it was when the event fired.")
+    object: VerificationObject | MessageObject = Field(
+        description="The verification or message as it was when the event fired."
+    )
 
 
 class EventObject(BaseModel):

@@ -20,10 +20,11 @@ async def sweep_once(services: Services) -> int:
 
 
 async def prune_once(services: Services) -> int:
-    """Drop idempotency keys past their 24 h and abuse counters past their windows."""
+    """Drop idempotency keys past their 24 h, abuse counters past their windows, stale receipts."""
     pruned = await services.idempotency.prune()
     now = services.clock.now()
     pruned += await services.db.write(lambda conn: services.abuse.prune(conn, now=now))
+    pruned += await services.delivery.prune()
     return pruned
 
 

@@ -1,0 +1,139 @@
+"""A receipt that arrives before its submit has been recorded is applied, not lost."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from sqlalchemy import func, select
+
+from relay.accounts.models import Caller
+from relay.carriers.base import DeliveryReport, OutboundSms, ReportSink, SubmitReceipt
+from relay.db.tables import early_reports
+from relay.delivery import store
+from relay.messages.service import SendRequest
+from relay.services import Services, build_services
+from tests.harness import test_settings
+from tests.webhooks.receiver import isolated_database
+
+
+class ScriptedCarrier:
+    """A carrier whose receipt reaches the sink before `submit` returns (the SMSC race)."""
+
+    def __init__(self, *, early: bool) -> None:
+        self.early = early
+        self.sink: ReportSink | None = None
+        self.submitted: list[str] = []
+
+    @property
+    def name(self) -> str:
+        return "scripted"
+
+    async def start(self, reports: ReportSink) -> None:
+        self.sink = reports
+
+    async def submit(self, sms: OutboundSms) -> SubmitReceipt:
+        message_id = f"smsc-{sms.attempt_id}"
+        self.submitted.append(message_id)
+        if self.early:
+            assert self.sink is not None
+            await self.sink(report(message_id))
+        return SubmitReceipt(carrier_message_id=message_id)
+
+    async def close(self) -> None:
+        self.sink = None
+
+
+def report(message_id: str) -> DeliveryReport:
+    return DeliveryReport("scripted", message_id, "delivered", None, datetime.now(UTC))
+
+
+@pytest_asyncio.fixture
+async def services(tmp_path: Path, database_url: str) -> AsyncIterator[Services]:
+    url = await asyncio.to_thread(isolated_database, database_url, "early_receipts", tmp_path)
+    settings = test_settings(
+        tmp_path,
+        url,
+        carriers={"scripted": {"kind": "sandbox"}},
+        routes={"default": ["scripted"]},
+    )
+    built = build_services(settings)
+    try:
+        yield built
+    finally:
+        await built.close()
+
+
+async def live_caller(services: Services) -> Caller:
+    account = await services.accounts.create_account("Acme")
+    return await services.accounts.authenticate(account.live_key)
+
+
+async def parked(services: Services) -> int:
+    query = select(func.count()).select_from(early_reports)
+    return int(await services.db.read(lambda c: c.execute(query).scalar_one()))
+
+
+@pytest.mark.asyncio
+async def test_a_receipt_before_the_submit_is_recorded_is_parked_then_applied(
+    services: Services,
+) -> None:
+    carrier = ScriptedCarrier(early=True)
+    services.delivery.carriers.carriers["scripted"] = carrier
+    await services.delivery.start(dispatch=True)
+    caller = await live_caller(services)
+
+    message = await services.messages.send(
+        caller,
+        SendRequest(to="+14155550199", code="123456", locale="en", metadata={}, webhook_url=None),
+    )
+
+    assert message.status.value == "delivered"
+    assert [a.status.value for a in message.attempts] == ["delivered"]
+    assert await parked(services) == 0
+
+
+@pytest.mark.asyncio
+async def test_a_receipt_parked_while_another_process_recorded_the_submit_is_applied_later(
+    services: Services,
+) -> None:
+    carrier = ScriptedCarrier(early=False)
+    services.delivery.carriers.carriers["scripted"] = carrier
+    await services.delivery.start(dispatch=True)
+    caller = await live_caller(services)
+    message = await services.messages.send(
+        caller,
+        SendRequest(to="+14155550198", code="123456", locale="en", metadata={}, webhook_url=None),
+    )
+    assert message.status.value == "sent"
+    # The receipt's transaction missed the recorded id (read before the other commit).
+    now = datetime.now(UTC)
+    await services.db.write(lambda c: store.park_report(c, report(carrier.submitted[-1]), now=now))
+
+    assert await services.delivery.apply_early_reports() == 0
+    after = await services.messages.retrieve(caller, message.id)
+    assert after.status.value == "delivered"
+    assert await parked(services) == 0
+
+
+@pytest.mark.asyncio
+async def test_a_second_receipt_for_the_same_sms_changes_nothing(services: Services) -> None:
+    carrier = ScriptedCarrier(early=False)
+    services.delivery.carriers.carriers["scripted"] = carrier
+    await services.delivery.start(dispatch=True)
+    caller = await live_caller(services)
+    message = await services.messages.send(
+        caller,
+        SendRequest(to="+14155550197", code="123456", locale="en", metadata={}, webhook_url=None),
+    )
+    await services.delivery.on_report(report(carrier.submitted[-1]))
+    await services.delivery.on_report(report(carrier.submitted[-1]))
+
+    after = await services.messages.retrieve(caller, message.id)
+    assert [a.status.value for a in after.attempts] == ["delivered"]
+    totals = await services.db.read(lambda c: store.usage_totals(c, account_id=caller.account_id))
+    assert totals == {"delivered": 1}
