@@ -16,6 +16,7 @@ from relay.abuse.models import (
     BUCKET,
     DAY,
     HOUR,
+    Bucket,
     GuardMode,
     Kind,
     Rules,
@@ -59,25 +60,39 @@ class AbuseGuard:
             refusal = self._too_many_verifications(conn, scope, destination.e164, now)
             if refusal is not None:
                 return refusal
+        day, hour = window_start(now, DAY), window_start(now, HOUR)
+        # Every counter this decision needs, in one round trip.
+        counters = store.windows(
+            conn,
+            scope,
+            [
+                (Kind.NUMBER, destination.e164, day),
+                *((kind, subject, hour) for kind, subject in self._subjects(destination)),
+                (Kind.ACCOUNT, "", day),
+            ],
+        )
         return (
-            self.before_check(conn, scope, destination.e164, now=now)
-            or self._pumping(conn, scope, destination, now)
-            or self._daily_cap(conn, scope, now)
+            self._failed_checks(counters[(Kind.NUMBER, destination.e164)], scope, now)
+            or self._pumping(conn, scope, destination, counters, now)
+            or self._daily_cap(counters[(Kind.ACCOUNT, "")], now)
         )
 
     def record_send(
         self, conn: Connection, scope: Scope, destination: Destination, *, now: datetime
     ) -> None:
-        bucket = bucket_of(now)
-        for kind, subject in self._subjects(destination):
-            store.bump(conn, scope, kind, subject, bucket=bucket, sends=1)
-        store.bump(conn, scope, Kind.ACCOUNT, "", bucket=bucket, sends=1)
+        rows = [(kind, subject, 1, 0, 0) for kind, subject in self._subjects(destination)]
+        store.bump_many(conn, scope, [*rows, (Kind.ACCOUNT, "", 1, 0, 0)], bucket=bucket_of(now))
 
     def before_check(
         self, conn: Connection, scope: Scope, to: str, *, now: datetime
     ) -> RateLimitError | None:
         """Wrong codes are capped per number across verifications, against guessing."""
         buckets = store.window(conn, scope, Kind.NUMBER, to, since=window_start(now, DAY))
+        return self._failed_checks(buckets, scope, now)
+
+    def _failed_checks(
+        self, buckets: list[Bucket], scope: Scope, now: datetime
+    ) -> RateLimitError | None:
         cap = self.rules.per_number(
             self.rules.number_failed_checks_per_day, livemode=scope.livemode
         )
@@ -100,8 +115,8 @@ class AbuseGuard:
         if not correct:
             store.bump(conn, scope, Kind.NUMBER, destination.e164, bucket=bucket, failed_checks=1)
             return
-        for kind, subject in self._subjects(destination):
-            store.bump(conn, scope, kind, subject, bucket=bucket, approvals=1)
+        rows = [(kind, subject, 0, 1, 0) for kind, subject in self._subjects(destination)]
+        store.bump_many(conn, scope, rows, bucket=bucket)
 
     def prune(self, conn: Connection, *, now: datetime) -> int:
         return store.prune(conn, counters_before=window_start(now, DAY) - BUCKET, now=now)
@@ -117,15 +132,22 @@ class AbuseGuard:
         return None if wait is None else TooManyVerifications(retry_after=wait)
 
     def _pumping(
-        self, conn: Connection, scope: Scope, destination: Destination, now: datetime
+        self,
+        conn: Connection,
+        scope: Scope,
+        destination: Destination,
+        counters: dict[tuple[Kind, str], list[Bucket]],
+        now: datetime,
     ) -> RateLimitError | None:
         if self.rules.guard is GuardMode.OFF:
             return None
-        for kind, subject in self._subjects(destination):
-            until = store.blocked_until(conn, scope, kind, subject)
+        subjects = self._subjects(destination)
+        blocked = store.blocks(conn, scope, subjects)
+        for kind, subject in subjects:
+            until = blocked.get((kind, subject))
             if until is not None and until > now:
                 return DestinationBlocked(retry_after=seconds_until(until, now))
-            if self._spiking(conn, scope, kind, subject, now):
+            if self._spiking(kind, counters[(kind, subject)]):
                 _log_block(scope, kind, subject, destination, self.rules.guard)
                 if self.rules.guard is GuardMode.ENFORCE:
                     until = now + self.rules.block_for
@@ -133,10 +155,7 @@ class AbuseGuard:
                     return DestinationBlocked(retry_after=seconds_until(until, now))
         return None
 
-    def _spiking(
-        self, conn: Connection, scope: Scope, kind: Kind, subject: str, now: datetime
-    ) -> bool:
-        buckets = store.window(conn, scope, kind, subject, since=window_start(now, HOUR))
+    def _spiking(self, kind: Kind, buckets: list[Bucket]) -> bool:
         min_sends = (
             self.rules.prefix_min_sends if kind is Kind.PREFIX else self.rules.country_min_sends
         )
@@ -147,9 +166,8 @@ class AbuseGuard:
             min_conversion=self.rules.min_conversion,
         )
 
-    def _daily_cap(self, conn: Connection, scope: Scope, now: datetime) -> RateLimitError | None:
+    def _daily_cap(self, buckets: list[Bucket], now: datetime) -> RateLimitError | None:
         """Stops the bleeding when the pumping guard misses: SMS cost money per segment."""
-        buckets = store.window(conn, scope, Kind.ACCOUNT, "", since=window_start(now, DAY))
         counts = [(b.start, b.sends) for b in buckets]
         wait = wait_for_buckets(counts, cap=self.rules.daily_sms_cap, length=DAY, now=now)
         return None if wait is None else DailyCapReached(retry_after=wait)

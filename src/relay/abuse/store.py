@@ -7,10 +7,11 @@ so concurrent requests in several processes add up instead of overwriting each o
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Table, bindparam, delete, select
+from sqlalchemy import Connection, Table, and_, bindparam, delete, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from relay.abuse.models import Bucket, Kind
@@ -33,12 +34,6 @@ _SUBJECT = (
 )
 _WINDOW = select(C.bucket, C.sends, C.approvals, C.failed_checks).where(
     *_SUBJECT, C.bucket >= bindparam("since", type_=UtcDateTime())
-)
-_BLOCKED_UNTIL = select(B.blocked_until).where(
-    B.account_id == bindparam("scope_account"),
-    B.livemode == bindparam("scope_livemode"),
-    B.kind == bindparam("kind"),
-    B.subject == bindparam("subject"),
 )
 _OPENED = select(V.created_at).where(
     V.account_id == bindparam("scope_account"),
@@ -104,18 +99,101 @@ def bump(
     )
 
 
+# Up to four (kind, subject, since) windows in one round trip: a send reads the
+# number's, its prefix's, its country's and the account's counters together.
+_MAX_WINDOWS = 4
+_WINDOWS = select(C.kind, C.subject, C.bucket, C.sends, C.approvals, C.failed_checks).where(
+    C.account_id == bindparam("scope_account"),
+    C.livemode == bindparam("scope_livemode"),
+    or_(
+        *(
+            and_(
+                C.kind == bindparam(f"kind_{i}"),
+                C.subject == bindparam(f"subject_{i}"),
+                C.bucket >= bindparam(f"since_{i}", type_=UtcDateTime()),
+            )
+            for i in range(_MAX_WINDOWS)
+        )
+    ),
+)
+_MAX_BLOCKS = 2
+_BLOCKS = select(B.kind, B.subject, B.blocked_until).where(
+    B.account_id == bindparam("scope_account"),
+    B.livemode == bindparam("scope_livemode"),
+    or_(
+        *(
+            and_(B.kind == bindparam(f"kind_{i}"), B.subject == bindparam(f"subject_{i}"))
+            for i in range(_MAX_BLOCKS)
+        )
+    ),
+)
+
+Window = tuple[Kind, str, datetime]
+
+
+def windows(
+    conn: Connection, scope: Scope, wanted: Sequence[Window]
+) -> dict[tuple[Kind, str], list[Bucket]]:
+    """The counters of each (kind, subject) since its own start, in one query."""
+    if not 0 < len(wanted) <= _MAX_WINDOWS:
+        raise ValueError(f"between 1 and {_MAX_WINDOWS} windows at a time")
+    padded = [*wanted, *[wanted[-1]] * (_MAX_WINDOWS - len(wanted))]
+    params: dict[str, Any] = {"scope_account": scope.account_id, "scope_livemode": scope.livemode}
+    for i, (kind, subject, since) in enumerate(padded):
+        params.update({f"kind_{i}": kind.value, f"subject_{i}": subject, f"since_{i}": since})
+    found: dict[tuple[Kind, str], list[Bucket]] = {(k, s): [] for k, s, _ in wanted}
+    for row in conn.execute(_WINDOWS, params):
+        key = (Kind(row.kind), row.subject)
+        found[key].append(Bucket(row.bucket, row.sends, row.approvals, row.failed_checks))
+    return found
+
+
+def blocks(
+    conn: Connection, scope: Scope, subjects: Sequence[tuple[Kind, str]]
+) -> dict[tuple[Kind, str], datetime]:
+    """When each of up to two destinations' blocks end, in one query."""
+    if not 0 < len(subjects) <= _MAX_BLOCKS:
+        raise ValueError(f"between 1 and {_MAX_BLOCKS} subjects at a time")
+    padded = [*subjects, *[subjects[-1]] * (_MAX_BLOCKS - len(subjects))]
+    params: dict[str, Any] = {"scope_account": scope.account_id, "scope_livemode": scope.livemode}
+    for i, (kind, subject) in enumerate(padded):
+        params.update({f"kind_{i}": kind.value, f"subject_{i}": subject})
+    return {
+        (Kind(row.kind), row.subject): row.blocked_until for row in conn.execute(_BLOCKS, params)
+    }
+
+
+def bump_many(
+    conn: Connection,
+    scope: Scope,
+    rows: Sequence[tuple[Kind, str, int, int, int]],
+    *,
+    bucket: datetime,
+) -> None:
+    """Add (kind, subject, sends, approvals, failed_checks) to several counters at once."""
+    conn.execute(
+        _bump_statement(conn.dialect.name),
+        [
+            {
+                "account_id": scope.account_id,
+                "livemode": scope.livemode,
+                "kind": kind.value,
+                "subject": subject,
+                "bucket": bucket,
+                "sends": sends,
+                "approvals": approvals,
+                "failed_checks": failed_checks,
+            }
+            for kind, subject, sends, approvals, failed_checks in rows
+        ],
+    )
+
+
 def window(
     conn: Connection, scope: Scope, kind: Kind, subject: str, *, since: datetime
 ) -> list[Bucket]:
     rows = conn.execute(_WINDOW, _subject(scope, kind, subject, since=since))
     return [Bucket(row.bucket, row.sends, row.approvals, row.failed_checks) for row in rows]
-
-
-def blocked_until(conn: Connection, scope: Scope, kind: Kind, subject: str) -> datetime | None:
-    found: datetime | None = conn.execute(
-        _BLOCKED_UNTIL, _subject(scope, kind, subject)
-    ).scalar_one_or_none()
-    return found
 
 
 def block(

@@ -105,6 +105,11 @@ class SqliteDatabase:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._reader, self._run, self._reader_engine, work)
 
+    @property
+    def engines(self) -> tuple[Engine, ...]:
+        """The engines behind this database, for instrumentation (query counts in tests)."""
+        return (self._writer_engine, self._reader_engine)
+
     async def close(self) -> None:
         self._writer.shutdown(wait=True)
         self._reader.shutdown(wait=True)
@@ -127,6 +132,10 @@ class PostgresDatabase:
     async def read(self, work: Work[T]) -> T:
         async with self._engine.connect() as conn:
             return await conn.run_sync(work)
+
+    @property
+    def engines(self) -> tuple[Engine, ...]:
+        return (self._engine.sync_engine,)
 
     async def close(self) -> None:
         await self._engine.dispose()

@@ -13,7 +13,7 @@ import contextlib
 import functools
 import logging
 
-from relay.delivery.service import Delivery
+from relay.delivery.service import Delivery, Job
 
 log = logging.getLogger("relay.delivery")
 
@@ -32,7 +32,7 @@ async def run_dispatch(
             free = concurrency - len(inflight)
             if claimable and free > 0:
                 for job in await delivery.claim(limit=free, busy=list(inflight)):
-                    task = asyncio.create_task(delivery.dispatch(job))
+                    task = asyncio.create_task(_dispatch(delivery, job))
                     inflight[job.attempt.id] = task
                     task.add_done_callback(functools.partial(_finished, inflight, job.attempt.id))
             if overdue:
@@ -46,6 +46,10 @@ async def run_dispatch(
             async with asyncio.timeout(poll_interval):
                 await delivery.wake.wait()
         delivery.wake.clear()
+
+
+async def _dispatch(delivery: Delivery, job: Job) -> None:
+    await delivery.dispatch(job)
 
 
 def _finished(inflight: dict[str, asyncio.Task[None]], key: str, task: asyncio.Task[None]) -> None:

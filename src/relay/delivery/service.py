@@ -37,8 +37,9 @@ from relay.events import store as event_store
 from relay.events.models import EventType, NewEvent
 from relay.ids import new_id
 from relay.messages import store as message_store
-from relay.messages.models import MessageStatus
+from relay.messages.models import Message, MessageStatus
 from relay.sms.text import render_sms
+from relay.verifications.models import Verification
 
 log = logging.getLogger("relay.delivery")
 
@@ -178,10 +179,16 @@ class Delivery:
 
     # --- submitting ---------------------------------------------------------
 
-    async def dispatch(self, job: Job | None) -> None:
-        """Submit a leased attempt and record the answer; failover continues here."""
+    async def dispatch(self, job: Job | None) -> Verification | Message | None:
+        """Submit a leased attempt and record the answer; failover continues here.
+
+        Returns the verification or message as the last transaction left it,
+        when that transaction loaded it (None: read it again).
+        """
+        latest: Verification | Message | None = None
         while job is not None:
-            job = await self._submit_one(job)
+            job, latest = await self._submit_one(job)
+        return latest
 
     def dispatch_soon(self, job: Job | None) -> None:
         if job is None:
@@ -197,7 +204,7 @@ class Delivery:
             # The lease runs out and a dispatch loop tries the attempt again.
             log.exception("delivery.dispatch_failed attempt=%s", job.attempt.id)
 
-    async def _submit_one(self, job: Job) -> Job | None:
+    async def _submit_one(self, job: Job) -> tuple[Job | None, Verification | Message | None]:
         attempt = job.attempt
         carrier = self.carriers.carriers.get(attempt.carrier)
         if carrier is None:
@@ -230,7 +237,7 @@ class Delivery:
                 await self._db.write(lambda c: store.postpone(c, attempt.id, until=until))
                 log.info("delivery.throttled carrier=%s attempt=%s", attempt.carrier, attempt.id)
                 self.wake.set()
-                return None
+                return None, None
             log.info(
                 "delivery.submit_failed carrier=%s attempt=%s code=%s",
                 attempt.carrier,
@@ -251,13 +258,19 @@ class Delivery:
 
     async def _write_job(
         self, work: Callable[[Connection], AttemptRow | None], previous: Job
-    ) -> Job | None:
+    ) -> tuple[Job | None, Verification | Message | None]:
         """Run a transaction that may open a failover attempt, and make that the next job."""
-        following = await self._db.write(work)
+
+        def tracked(conn: Connection) -> tuple[AttemptRow | None, Verification | Message | None]:
+            conn.info.pop(subjects.LATEST, None)
+            following = work(conn)
+            return following, conn.info.pop(subjects.LATEST, None)
+
+        following, latest = await self._db.write(tracked)
         if following is None:
-            return None
+            return None, latest
         sms = dataclasses.replace(previous.sms, attempt_id=following.id)
-        return Job(following, sms, previous.expires_at)
+        return Job(following, sms, previous.expires_at), None
 
     # --- transactions -------------------------------------------------------
 

@@ -17,6 +17,10 @@ from relay.verifications.models import Status
 
 Kind = Literal["verification", "message"]
 
+# Connection flag: the subject as last loaded in this transaction, so the
+# request that dispatched can answer with it instead of reading it again.
+LATEST = "relay.delivery.latest"
+
 
 @dataclass(frozen=True)
 class Subject:
@@ -38,6 +42,7 @@ def load(conn: Connection, attempt: AttemptRow, *, now: datetime) -> Subject | N
         verification = verification_store.load_any(conn, attempt.verification_id)
         if verification is None:
             return None
+        conn.info[LATEST] = verification
         return Subject(
             kind="verification",
             id=verification.id,
@@ -52,6 +57,7 @@ def load(conn: Connection, attempt: AttemptRow, *, now: datetime) -> Subject | N
     message = message_store.load_any(conn, attempt.subject_id)
     if message is None:
         return None
+    conn.info[LATEST] = message
     return Subject(
         kind="message",
         id=message.id,

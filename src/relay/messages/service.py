@@ -76,7 +76,9 @@ class MessageService:
             raise queued
         if queued.message is not None:
             return queued.message
-        await self._delivery.dispatch(queued.job)
+        latest = await self._delivery.dispatch(queued.job)
+        if isinstance(latest, Message):
+            return latest
         return await self.retrieve(caller, queued.message_id)
 
     def _queue(

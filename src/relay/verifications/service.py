@@ -123,7 +123,9 @@ class VerificationService:
         if sent.verification is not None:
             return sent.verification
         # This process sends: answer once the carrier has taken (or refused) the SMS.
-        await self._delivery.dispatch(sent.job)
+        latest = await self._delivery.dispatch(sent.job)
+        if isinstance(latest, Verification):
+            return latest
         return await self.retrieve(caller, sent.verification_id)
 
     def _create(
