@@ -45,6 +45,18 @@ class DeliveryWorker:
         # the earliest, so short schedules are kept without faster polling.
         self._due: list[datetime] = []
         self.name = f"worker-{secrets.token_hex(6)}"
+        self._client: transport.WebhookClient | None = None
+
+    def _http(self) -> transport.WebhookClient:
+        if self._client is None:
+            settings = self._events.delivery
+            self._client = transport.WebhookClient(
+                timeout=settings.timeout,
+                allowed_networks=settings.allowed_networks,
+                ca_bundle=settings.ca_bundle,
+                concurrency=self._concurrency,
+            )
+        return self._client
 
     async def run(self) -> None:
         """Deliver until cancelled; in-flight attempts are cancelled with it."""
@@ -61,6 +73,8 @@ class DeliveryWorker:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if self._client is not None:
+                await self._client.aclose()
 
     async def fill(self) -> int:
         """Claim as many due deliveries as there are free slots and start them."""
@@ -128,15 +142,7 @@ class DeliveryWorker:
             # A fresh t on every attempt, over the exact bytes sent.
             HEADER: sign(claim.payload, secrets_, timestamp=int(self._events.now().timestamp())),
         }
-        settings = self._events.delivery
-        result = await transport.post(
-            claim.webhook_url,
-            claim.payload,
-            headers,
-            timeout=settings.timeout,
-            allowed_networks=settings.allowed_networks,
-            ca_bundle=settings.ca_bundle,
-        )
+        result = await self._http().post(claim.webhook_url, claim.payload, headers)
         return result.ok, AttemptRecord(at, result.status_code, result.error, result.duration_ms)
 
 

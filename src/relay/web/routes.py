@@ -11,12 +11,18 @@ from pydantic import BaseModel, ConfigDict
 from starlette.responses import Response
 
 from relay.accounts.models import Caller
-from relay.errors import ParameterInvalid, ParameterMissing, ResourceMissing
+from relay.errors import (
+    AuthenticationFailed,
+    ParameterInvalid,
+    ParameterMissing,
+    ResourceMissing,
+)
 from relay.ids import is_id
 from relay.services import Services
 from relay.verifications.models import Status, Verification
 from relay.verifications.service import CreateRequest
 from relay.verifications.store import ListQuery
+from relay.web.callers import scope_caller
 from relay.web.fields import require_locale, require_webhook_url
 from relay.web.pagination import require_cursors
 from relay.web.responses import JsonResponse
@@ -65,8 +71,12 @@ async def caller(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
 ) -> Caller:
-    raw = credentials.credentials if credentials is not None else None
-    return await services(request).accounts.authenticate(raw)
+    # The rate-limit middleware has usually authenticated this request already;
+    # the answer is kept in the scope, so the key is looked up once per request.
+    found = await scope_caller(request.scope, services(request).accounts)
+    if found is None:
+        raise AuthenticationFailed()
+    return found
 
 
 CallerDep = Annotated[Caller, Depends(caller)]

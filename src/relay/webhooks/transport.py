@@ -61,6 +61,58 @@ class DeliveryResult:
     body: bytes = b""
 
 
+class WebhookClient:
+    """Keep-alive connections for many deliveries: one TLS handshake per receiver, not per event.
+
+    The private-address guard runs when a connection is opened (the address it
+    connects to is the one checked), so reusing that connection is as safe as
+    opening it was. `concurrency` bounds the connections held at once; a
+    delivery worker never runs more attempts than that.
+    """
+
+    def __init__(
+        self,
+        *,
+        timeout: float,
+        allowed_networks: Sequence[IPNetwork],
+        ca_bundle: str | None,
+        resolver: Resolver = system_resolver,
+        concurrency: int = 16,
+    ) -> None:
+        self._timeout = timeout
+        self._allowed = allowed_networks
+        transport = GuardedTransport(
+            ssl_context=_ssl_context(ca_bundle),
+            allowed=allowed_networks,
+            resolver=resolver,
+            max_connections=concurrency,
+        )
+        self._client = _client(transport, timeout)
+
+    async def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> DeliveryResult:
+        """POST `body` to `url` once; any 2xx is success. Never raises for network problems.
+
+        The timeout bounds the whole attempt: resolution, connect, TLS, sending and
+        reading the (truncated) response. Redirects are failures, never followed.
+        """
+        started = time.monotonic()
+        problem = url_problem(url, allowed=self._allowed)
+        if problem is not None:
+            error: DeliveryError = (
+                "refused_address" if problem == "refused_address" else "invalid_url"
+            )
+            return _failure(error, started)
+        try:
+            async with asyncio.timeout(self._timeout):
+                status, excerpt = await _exchange(self._client, url, body, headers)
+        except _NETWORK_ERRORS as exc:
+            return _failure(_classify(exc), started)
+        return _outcome(status, excerpt, started)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
 async def post(
     url: str,
     body: bytes,
@@ -71,27 +123,17 @@ async def post(
     ca_bundle: str | None,
     resolver: Resolver = system_resolver,
 ) -> DeliveryResult:
-    """POST `body` to `url` once; any 2xx is success. Never raises for network problems.
+    """One delivery on a connection of its own; see `WebhookClient.post`.
 
-    `timeout` bounds the whole attempt: resolution, connect, TLS, sending and
-    reading the (truncated) response. Redirects are failures, never followed.
     An unreadable `ca_bundle` is a configuration error and does raise.
     """
-    started = time.monotonic()
-    problem = url_problem(url, allowed=allowed_networks)
-    if problem is not None:
-        error: DeliveryError = "refused_address" if problem == "refused_address" else "invalid_url"
-        return _failure(error, started)
-    transport = GuardedTransport(
-        ssl_context=_ssl_context(ca_bundle), allowed=allowed_networks, resolver=resolver
+    client = WebhookClient(
+        timeout=timeout, allowed_networks=allowed_networks, ca_bundle=ca_bundle, resolver=resolver
     )
-    async with _client(transport, timeout) as client:
-        try:
-            async with asyncio.timeout(timeout):
-                status, excerpt = await _exchange(client, url, body, headers)
-        except _NETWORK_ERRORS as exc:
-            return _failure(_classify(exc), started)
-    return _outcome(status, excerpt, started)
+    try:
+        return await client.post(url, body, headers)
+    finally:
+        await client.aclose()
 
 
 def _client(transport: httpx.AsyncBaseTransport, timeout: float) -> httpx.AsyncClient:
@@ -242,7 +284,12 @@ class GuardedTransport(httpx.AsyncBaseTransport):
     """
 
     def __init__(
-        self, *, ssl_context: ssl.SSLContext, allowed: Sequence[IPNetwork], resolver: Resolver
+        self,
+        *,
+        ssl_context: ssl.SSLContext,
+        allowed: Sequence[IPNetwork],
+        resolver: Resolver,
+        max_connections: int = 10,
     ) -> None:
         self._pool = httpcore.AsyncConnectionPool(
             ssl_context=ssl_context,
@@ -250,6 +297,9 @@ class GuardedTransport(httpx.AsyncBaseTransport):
             http1=True,
             http2=False,
             retries=0,
+            max_connections=max_connections,
+            max_keepalive_connections=max_connections,
+            keepalive_expiry=30.0,
         )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
