@@ -137,3 +137,28 @@ async def test_a_second_receipt_for_the_same_sms_changes_nothing(services: Servi
     assert [a.status.value for a in after.attempts] == ["delivered"]
     totals = await services.db.read(lambda c: store.usage_totals(c, account_id=caller.account_id))
     assert totals == {"delivered": 1}
+
+
+@pytest.mark.asyncio
+async def test_an_attempt_leased_by_a_dead_process_is_sent_by_another(
+    services: Services,
+) -> None:
+    carrier = ScriptedCarrier(early=False)
+    services.delivery.carriers.carriers["scripted"] = carrier
+    caller = await live_caller(services)
+    # This process does not send: the attempt stays queued, as if its sender had died.
+    message = await services.messages.send(
+        caller,
+        SendRequest(to="+14155550196", code="123456", locale="en", metadata={}, webhook_url=None),
+    )
+    assert [a.status.value for a in message.attempts] == ["queued"]
+    assert carrier.submitted == []
+
+    await services.delivery.start(dispatch=True)
+    [job] = await services.delivery.claim(limit=10, busy=[])
+    await services.delivery.dispatch(job)
+
+    assert len(carrier.submitted) == 1
+    after = await services.messages.retrieve(caller, message.id)
+    assert [a.status.value for a in after.attempts] == ["sent"]
+    assert await services.delivery.claim(limit=10, busy=[]) == []
