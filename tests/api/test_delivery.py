@@ -75,7 +75,11 @@ def event_types(api: httpx.Client, related: str) -> list[str]:
 def test_a_test_key_send_is_delivered_by_the_sandbox(api: httpx.Client) -> None:
     created = create(api, DELIVERED)
     assert summary(created) == [("sandbox", "delivered", None)]
-    assert event_types(api, created["id"]) == ["verification.sent", "verification.delivered"]
+    events = events_of(api, created["id"])
+    assert [e["type"] for e in events] == ["verification.sent", "verification.delivered"]
+    # Each event shows the verification as it was at that moment.
+    shown = [e["data"]["object"]["attempts"][0]["status"] for e in events]
+    assert shown == ["sent", "delivered"]
 
 
 def test_first_carrier_fails_then_the_next_delivers(api: httpx.Client) -> None:
@@ -221,7 +225,9 @@ def test_a_message_is_delivered_and_never_shows_its_code(api: httpx.Client) -> N
     fetched = api.get(f"/v1/messages/{sent['id']}")
     assert fetched.status_code == 200
     assert fetched.json() == sent
-    assert event_types(api, sent["id"]) == ["message.sent", "message.delivered"]
+    events = events_of(api, sent["id"])
+    assert [e["type"] for e in events] == ["message.sent", "message.delivered"]
+    assert [e["data"]["object"]["status"] for e in events] == ["sent", "delivered"]
 
 
 def test_the_sms_carries_the_clients_code_in_the_template(

@@ -288,21 +288,34 @@ class Delivery:
             return None
         if attempt.message_id is not None:
             message_store.mark_sent(conn, attempt.message_id, now=now)
-        subject = subjects.load(conn, attempt, now=now)
-        if subject is not None:
-            self._emit(conn, subject, AttemptStatus.SENT, now)
         sent = dataclasses.replace(
             attempt, status=AttemptStatus.SENT, carrier_message_id=message_id
         )
         report = receipt.final or store.take_early_report(conn, attempt.carrier, message_id)
+        if report is not None and report.status == "delivered":
+            # Sent and delivered in one transaction (the sandbox, or a receipt that
+            # came first): one load serves both events.
+            return self._apply(conn, sent, report, now, sent_event=True)
+        subject = subjects.load(conn, attempt, now=now)
+        if subject is not None:
+            self._emit(conn, subject, AttemptStatus.SENT, now)
         if report is None:
             return None
         return self._apply(conn, sent, report, now)
 
     def _apply(
-        self, conn: Connection, attempt: AttemptRow, report: DeliveryReport, now: datetime
+        self,
+        conn: Connection,
+        attempt: AttemptRow,
+        report: DeliveryReport,
+        now: datetime,
+        *,
+        sent_event: bool = False,
     ) -> AttemptRow | None:
-        """A final receipt for a sent attempt: delivered, or failed and failed over."""
+        """A final receipt for a sent attempt: delivered, or failed and failed over.
+
+        `sent_event`: also emit the attempt's `*.sent`, as of just before delivery.
+        """
         if report.status == "delivered":
             if not store.finish(
                 conn,
@@ -317,6 +330,10 @@ class Delivery:
                 message_store.finish(conn, attempt.message_id, MessageStatus.DELIVERED, now=now)
             subject = subjects.load(conn, attempt, now=now)
             if subject is not None:
+                if sent_event:
+                    self._emit(
+                        conn, subjects.just_sent(subject, attempt.id), AttemptStatus.SENT, now
+                    )
                 self._count(conn, subject, attempt, "delivered", now)
                 self._emit(conn, subject, AttemptStatus.DELIVERED, now)
             return None

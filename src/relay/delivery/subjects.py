@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -69,6 +70,18 @@ def load(conn: Connection, attempt: AttemptRow, *, now: datetime) -> Subject | N
         is_open=message.status in (MessageStatus.QUEUED, MessageStatus.SENT),
         payload=message.to_api(),
     )
+
+
+def just_sent(subject: Subject, attempt_id: str) -> Subject:
+    """The subject as it stood when `attempt_id` was sent, before its receipt was applied."""
+    payload = dict(subject.payload)
+    payload["attempts"] = [
+        {**attempt, "status": "sent"} if attempt["id"] == attempt_id else attempt
+        for attempt in payload["attempts"]
+    ]
+    if subject.kind == "message":
+        payload["status"] = MessageStatus.SENT.value
+    return dataclasses.replace(subject, payload=payload)
 
 
 @dataclass(frozen=True)
