@@ -1,22 +1,45 @@
-"""Create and check throughput over HTTPS: Relay beside the reference floor, same run.
+"""Throughput and latency over HTTPS: Relay beside the reference floor, in the same run.
 
-Starts `../shared/bench/reference/app.py` and `relay serve` with the same server
-(uvicorn, one process), the same TLS certificate, the same database kind, then
-drives both with wrk (Debian package `wrk`) and prints req/s, p50/p99 and
-Relay's fraction of the floor.
+Starts `../shared/bench/reference/app.py`, then `relay serve`, one after the
+other, with the same server (uvicorn), the same TLS certificate, the same
+database kind and the same number of processes (SQLite: 1; PostgreSQL: 2, with
+`relay serve --workers 2` and `uvicorn --workers 2`). wrk (Debian package `wrk`)
+drives them from this machine.
+
+Each server is first measured at its peak, closed-loop (every connection sends
+its next request as soon as the previous answer arrives): GET /healthz (the
+stack's ceiling), create and check, and for Relay also retrieve and list. The
+reference floor has no retrieve or list. Then Relay's create and check run
+again at half the peak rate just measured, where the p99 target applies.
+
+Half-peak pacing is done inside wrk, by the Lua `delay()` hook: every free
+connection claims the next slot of one fixed schedule (LuaJIT's ffi reads
+CLOCK_MONOTONIC) and waits for it. Latency counts from the moment a request is
+written. A connection that finds its slot already past (all connections were
+busy) is counted as late; the report shows the achieved rate and these slips,
+so a run that fell behind its schedule is visible rather than hidden.
+
+Checks send a wrong code to verifications made by the create runs, each at most
+four times, so every measured check finds its verification pending on both
+servers.
 
 Usage:
   .venv/bin/python bench/verify_bench.py [--db sqlite|pg] [--seconds 10] [--connections 64]
   .venv/bin/python bench/verify_bench.py --smoke      # a few seconds, for CI
+PostgreSQL: RELAY_BENCH_PG, default postgresql://127.0.0.1:5432/relay_bench_http;
+create it once: psql -h 127.0.0.1 -U postgres -c 'CREATE DATABASE relay_bench_http'
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import dataclasses
 import json
+import math
 import os
-import re
 import shutil
+import socket
 import ssl
 import subprocess
 import sys
@@ -31,42 +54,155 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT.parent / "shared" / "bench" / "reference"
-PG_URL = os.environ.get("RELAY_BENCH_PG", "postgresql://127.0.0.1:5432/test")
+PG_URL = os.environ.get("RELAY_BENCH_PG", "postgresql://127.0.0.1:5432/relay_bench_http")
+# A wrong code leaves a verification pending for four checks; the fifth closes it.
+CHECKS_PER_ID = 4
+P99_TARGET_MS = 20.0
 
-CREATE_LUA = """
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer {key}"
-math.randomseed(os.time() + {seed})
-request = function()
-  return wrk.format(nil, nil, nil, '{{"to": "+1415' .. math.random(2000000, 9999999) .. '"}}')
+# Every script: number the threads, and print one parseable line of results.
+LUA_STATS = """
+local threads = {}
+function setup(thread)
+  thread:set("tid", #threads)
+  table.insert(threads, thread)
+end
+function done(summary, latency, requests)
+  local late = 0
+  for _, thread in ipairs(threads) do late = late + (thread:get("late") or 0) end
+  local errors = summary.errors
+  io.write(string.format(
+    'BENCH {"requests": %d, "duration_us": %d, "non_2xx": %d, "socket_errors": %d, '
+      .. '"p50_us": %d, "p95_us": %d, "p99_us": %d, "late": %d}\\n',
+    summary.requests, summary.duration, errors.status,
+    errors.connect + errors.read + errors.write + errors.timeout,
+    latency:percentile(50), latency:percentile(95), latency:percentile(99), late))
 end
 """
 
-CHECK_LUA = """
-wrk.method = "POST"
+LUA_PACING = """
+local ffi = require("ffi")
+ffi.cdef[[
+typedef struct { long tv_sec; long tv_nsec; } bench_timespec;
+int clock_gettime(int clock_id, bench_timespec *tp);
+]]
+local clock = ffi.new("bench_timespec")
+local function now_ms()
+  ffi.C.clock_gettime(1, clock)  -- 1: CLOCK_MONOTONIC
+  return tonumber(clock.tv_sec) * 1000 + tonumber(clock.tv_nsec) / 1e6
+end
+local interval_ms = {interval_ms}
+local next_slot = nil
+late = 0
+function delay()
+  local now = now_ms()
+  local slot = next_slot or now
+  if slot < now then
+    if now - slot > interval_ms then late = late + 1 end
+    slot = now
+  end
+  next_slot = slot + interval_ms
+  return math.floor(slot - now + 0.5)
+end
+"""
+
+LUA_AUTH = """
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer {key}"
-ids = {{}}
-for line in io.lines("{ids}") do ids[#ids + 1] = line end
-request = function()
-  local id = ids[math.random(#ids)]
+"""
+
+# Keeps the ids it is answered with, for the check, retrieve and list runs.
+LUA_CREATE = """
+wrk.method = "POST"
+local ids_out = io.open("{ids}", "a")
+ids_out:setvbuf("full")
+local kept = 0
+function init(args)
+  math.randomseed({seed} + tid)
+end
+function request()
+  return wrk.format(nil, nil, nil, '{{"to": "+1415' .. math.random(2000000, 9999999) .. '"}}')
+end
+function response(status, headers, body)
+  local id = body:match('"id"%s*:%s*"([^"]+)"')
+  if id then
+    ids_out:write(id, "\\n")
+    kept = kept + 1
+    if kept % 64 == 0 then ids_out:flush() end
+  end
+end
+"""
+
+# A create that lands on a number with a pending verification is a resend and
+# answers that verification's id again: keep each id once.
+LUA_IDS = """
+local ids, seen = {{}}, {{}}
+for line in io.lines("{ids}") do
+  if not seen[line] then
+    seen[line] = true
+    ids[#ids + 1] = line
+  end
+end
+"""
+
+LUA_CHECK = (
+    LUA_IDS
+    + """
+wrk.method = "POST"
+local sent = 0
+function request()
+  local k = sent * {threads} + tid
+  sent = sent + 1
+  local id = ids[({start} + math.floor(k / {uses})) % #ids + 1]
   return wrk.format(nil, nil, nil, '{{"id": "' .. id .. '", "code": "123456"}}')
 end
 """
+)
+
+LUA_RETRIEVE = (
+    LUA_IDS
+    + """
+function init(args)
+  math.randomseed({seed} + tid)
+end
+function request()
+  return wrk.format("GET", "/v1/verifications/" .. ids[math.random(#ids)])
+end
+"""
+)
 
 
 @dataclass(frozen=True)
 class Result:
-    rps: float
+    requests: int
+    seconds: float
     p50_ms: float
+    p95_ms: float
     p99_ms: float
     non_2xx: int
+    socket_errors: int
+    late: int
+    target_rps: float | None = None
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.seconds if self.seconds else 0.0
+
+
+@dataclass(frozen=True)
+class Row:
+    server: str
+    call: str
+    result: Result
+
+
+@dataclass(frozen=True)
+class Load:
+    seconds: int
+    connections: int
+    threads: int
 
 
 def free_port() -> int:
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -92,57 +228,158 @@ def running(command: list[str], env: dict[str, str]) -> Iterator[subprocess.Pope
         yield process
     finally:
         process.terminate()
-        process.wait(timeout=20)
+        process.wait(timeout=30)
 
 
-def wrk(url: str, script: Path, *, seconds: int, connections: int) -> Result:
-    output = subprocess.run(
-        ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(script), url],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))  # type: ignore[union-attr]
-    non_2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", output)
+def wrk(url: str, script: str, path: Path, load: Load, *, seconds: int | None = None) -> Result:
+    path.write_text(script)
+    command = [
+        "wrk",
+        f"-t{load.threads}",
+        f"-c{load.connections}",
+        f"-d{seconds or load.seconds}s",
+        "--timeout",
+        "10s",
+        "-s",
+        str(path),
+        url,
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    line = next((s for s in done.stdout.splitlines() if s.startswith("BENCH ")), None)
+    if done.returncode != 0 or line is None:
+        raise SystemExit(f"wrk failed on {url}:\n{done.stdout}\n{done.stderr}")
+    stats = json.loads(line.removeprefix("BENCH "))
+    if stats["requests"] == 0:
+        raise SystemExit(f"wrk completed no request on {url}:\n{done.stdout}\n{done.stderr}")
     return Result(
-        rps,
-        _percentile(output, "50%"),
-        _percentile(output, "99%"),
-        int(non_2xx.group(1)) if non_2xx else 0,
+        requests=stats["requests"],
+        seconds=stats["duration_us"] / 1e6,
+        p50_ms=stats["p50_us"] / 1000,
+        p95_ms=stats["p95_us"] / 1000,
+        p99_ms=stats["p99_us"] / 1000,
+        non_2xx=stats["non_2xx"],
+        socket_errors=stats["socket_errors"],
+        late=stats["late"],
     )
 
 
-def _percentile(output: str, label: str) -> float:
-    match = re.search(rf"{re.escape(label)}\s+([\d.]+)(us|ms|s)", output)
-    if match is None:
-        return float("nan")
-    value, unit = float(match.group(1)), match.group(2)
-    return value / 1000 if unit == "us" else value * 1000 if unit == "s" else value
+class Driver:
+    """The wrk runs against one server; creates feed the ids that later runs use."""
 
+    def __init__(self, name: str, url: str, key: str, tmp: Path, load: Load) -> None:
+        self.name, self.url, self.key, self.tmp, self.load = name, url, key, tmp, load
+        self.ids = tmp / f"{name}-ids.txt"
+        self.ids.touch()
+        self.next_id = 0
+        self.create_rps = 0.0
+        self.runs = 0
 
-def seed_ids(url: str, key: str, context: ssl.SSLContext, count: int, path: Path) -> None:
-    headers = {"Authorization": f"Bearer {key}"}
-    ids = []
-    with httpx.Client(base_url=url, verify=context, headers=headers) as client:
-        for index in range(count):
-            body = client.post("/v1/verifications", json={"to": f"+1415{2000000 + index}"}).json()
-            ids.append(body["id"])
-    path.write_text("\n".join(ids) + "\n")
+    def _script(self, body: str, rate: float | None) -> str:
+        pacing = ""
+        if rate is not None:
+            pacing = LUA_PACING.replace("{interval_ms}", repr(1000 * self.load.threads / rate))
+        return LUA_AUTH.format(key=self.key) + body + pacing + LUA_STATS
+
+    def _run(
+        self, path: str, body: str, *, rate: float | None = None, seconds: int | None = None
+    ) -> Result:
+        self.runs += 1
+        script = self._script(body, rate)
+        lua = self.tmp / f"{self.name}-{self.runs}.lua"
+        result = wrk(f"{self.url}{path}", script, lua, self.load, seconds=seconds)
+        if rate is not None:
+            result = dataclasses.replace(result, target_rps=rate)
+        return result
+
+    def healthz(self) -> Result:
+        return self._run("/healthz", 'wrk.headers["Authorization"] = nil\n')
+
+    def create(self, rate: float | None = None, seconds: int | None = None) -> Result:
+        body = LUA_CREATE.format(ids=self.ids, seed=self.runs * 7919)
+        result = self._run("/v1/verifications", body, rate=rate, seconds=seconds)
+        if rate is None and seconds is None:
+            self.create_rps = result.rps
+        return result
+
+    def check(self, rate: float | None = None) -> Result:
+        if rate is not None:
+            self._top_up(rate * self.load.seconds)
+        result = self._check(rate)
+        if rate is None and self.next_id > self.ids_kept():
+            # Checks ran out of pending verifications and met closed ones: make
+            # enough for a run like this one, and measure again.
+            self._top_up(result.requests)
+            result = self._check(rate)
+        return result
+
+    def _check(self, rate: float | None) -> Result:
+        body = LUA_CHECK.format(
+            ids=self.ids, threads=self.load.threads, start=self.next_id, uses=CHECKS_PER_ID
+        )
+        result = self._run("/v1/verifications/check", body, rate=rate)
+        # wrk does not count the requests still in flight when it stops, but the
+        # server answers them: skip one id per connection so none gets a fifth check.
+        used = math.ceil(result.requests / CHECKS_PER_ID) + self.load.connections
+        self.next_id += used
+        return result
+
+    def _top_up(self, checks: float) -> None:
+        """Unmeasured creates, until `checks` more checks find pending verifications."""
+        needed = math.ceil(1.2 * checks / CHECKS_PER_ID) + self.load.connections
+        missing = self.next_id + needed - self.ids_kept()
+        if missing > 0:
+            self.create(seconds=math.ceil(missing / self.create_rps) + 1)
+
+    def retrieve(self) -> Result:
+        return self._run("/v1/verifications", LUA_RETRIEVE.format(ids=self.ids, seed=self.runs))
+
+    def list(self) -> Result:
+        return self._run("/v1/verifications?limit=10", 'wrk.method = "GET"\n')
+
+    def ids_kept(self) -> int:
+        return len(set(self.ids.read_text().split()))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--db", choices=["sqlite", "pg"], default="sqlite")
-    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--seconds", type=int, default=10, help="per measured run")
     parser.add_argument("--connections", type=int, default=64)
-    parser.add_argument("--smoke", action="store_true", help="2-second runs, for CI")
+    parser.add_argument("--threads", type=int, default=1, help="wrk threads")
+    parser.add_argument(
+        "--processes", type=int, help="server processes each (default: sqlite 1, pg 2)"
+    )
+    parser.add_argument("--warmup", type=int, default=2, help="seconds of creates before measuring")
+    parser.add_argument("--smoke", action="store_true", help="1-second runs, for CI")
     args = parser.parse_args()
     if args.smoke:
-        args.seconds, args.connections = 2, 8
+        args.seconds, args.connections, args.warmup = 1, 8, 0
+    if args.processes is None:
+        args.processes = 2 if args.db == "pg" else 1
+    if args.db == "sqlite" and args.processes != 1:
+        raise SystemExit("SQLite is served by one process; use --db pg for --processes > 1")
     if shutil.which("wrk") is None:
-        raise SystemExit("wrk is not installed: apt-get install wrk")
+        raise SystemExit("wrk is not installed (Debian: apt-get install wrk); nothing was run")
+    if args.db == "pg":
+        asyncio.run(_require_database(PG_URL))
     with tempfile.TemporaryDirectory() as tmp:
         run_all(Path(tmp), args)
+
+
+async def _require_database(url: str) -> None:
+    import asyncpg
+
+    try:
+        connection = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+    except asyncpg.InvalidCatalogNameError:
+        name = url.rsplit("/", 1)[-1]
+        raise SystemExit(
+            f"database {name} does not exist; create it once with: "
+            f"psql -h 127.0.0.1 -U postgres -c 'CREATE DATABASE {name}'"
+        ) from None
+    except OSError as error:
+        raise SystemExit(f"PostgreSQL at {url} is not reachable: {error}") from None
+    await connection.close()
 
 
 def run_all(tmp: Path, args: argparse.Namespace) -> None:
@@ -150,14 +387,16 @@ def run_all(tmp: Path, args: argparse.Namespace) -> None:
 
     cert = ensure_self_signed(tmp / "tls")
     context = ssl.create_default_context(cafile=str(cert.cert))
-    relay_url_db = PG_URL if args.db == "pg" else f"sqlite:///{tmp / 'relay.sqlite3'}"
+    relay_db = PG_URL if args.db == "pg" else f"sqlite:///{tmp / 'relay.sqlite3'}"
     env = {
         **os.environ,
         "RELAY_DATA_DIR": str(tmp / "data"),
-        "RELAY_DATABASE_URL": relay_url_db,
+        "RELAY_DATABASE_URL": relay_db,
+        # Limits that would refuse a benchmark's load, not limits under test.
         "RELAY_RATE_LIMIT": "1000000",
         "RELAY_RATE_LIMIT_BURST": "1000000",
         "RELAY_PUMPING_GUARD": "off",
+        "RELAY_DAILY_SMS_CAP": "1000000000",
         "RELAY_LOG_LEVEL": "warning",
     }
     bin_dir = Path(sys.executable).parent
@@ -172,14 +411,7 @@ def run_all(tmp: Path, args: argparse.Namespace) -> None:
     )
     key = account["test_key"]
     ref_port, relay_port = free_port(), free_port()
-    tls = [
-        "--ssl-certfile",
-        str(cert.cert),
-        "--ssl-keyfile",
-        str(cert.key),
-        "--log-level",
-        "warning",
-    ]
+    tls = ["--ssl-certfile", str(cert.cert), "--ssl-keyfile", str(cert.key)]
     ref_env = {
         **os.environ,
         "REF_DB": args.db,
@@ -193,6 +425,10 @@ def run_all(tmp: Path, args: argparse.Namespace) -> None:
         str(REFERENCE),
         "--port",
         str(ref_port),
+        "--workers",
+        str(args.processes),
+        "--log-level",
+        "warning",
         *tls,
     ]
     relay_cmd = [
@@ -200,12 +436,15 @@ def run_all(tmp: Path, args: argparse.Namespace) -> None:
         "serve",
         "--port",
         str(relay_port),
+        "--workers",
+        str(args.processes),
         "--tls-cert",
         str(cert.cert),
         "--tls-key",
         str(cert.key),
     ]
-    rows: list[tuple[str, str, Result]] = []
+    load = Load(args.seconds, args.connections, args.threads)
+    rows: list[Row] = []
     for name, command, command_env, port in (
         ("reference", ref_cmd, ref_env, ref_port),
         ("relay", relay_cmd, env, relay_port),
@@ -213,54 +452,63 @@ def run_all(tmp: Path, args: argparse.Namespace) -> None:
         url = f"https://localhost:{port}"
         with running(command, command_env) as process:
             wait_ready(url, context, process)
-            rows += measure(name, url, key, context, tmp, args)
+            driver = Driver(name, url, key, tmp, load)
+            rows += measure(driver, args)
     report(rows, args)
 
 
-def measure(
-    name: str, url: str, key: str, context: ssl.SSLContext, tmp: Path, args: argparse.Namespace
-) -> list[tuple[str, str, Result]]:
-    create_script = tmp / f"{name}-create.lua"
-    create_script.write_text(CREATE_LUA.format(key=key, seed=len(name)))
-    ids = tmp / f"{name}-ids.txt"
-    seed_ids(url, key, context, 50 if args.smoke else 500, ids)
-    check_script = tmp / f"{name}-check.lua"
-    check_script.write_text(CHECK_LUA.format(key=key, ids=ids))
-    return [
-        (
-            name,
-            "create",
-            wrk(
-                f"{url}/v1/verifications",
-                create_script,
-                seconds=args.seconds,
-                connections=args.connections,
-            ),
-        ),
-        (
-            name,
-            "check",
-            wrk(
-                f"{url}/v1/verifications/check",
-                check_script,
-                seconds=args.seconds,
-                connections=args.connections,
-            ),
-        ),
+def measure(driver: Driver, args: argparse.Namespace) -> list[Row]:
+    if args.warmup:
+        driver.create(seconds=args.warmup)
+    rows = [
+        Row(driver.name, "healthz", driver.healthz()),
+        Row(driver.name, "create", create := driver.create()),
+        Row(driver.name, "check", check := driver.check()),
     ]
+    if driver.name == "relay":
+        rows += [
+            Row(driver.name, "retrieve", driver.retrieve()),
+            Row(driver.name, "list", driver.list()),
+            Row(driver.name, "create", driver.create(rate=create.rps / 2)),
+            Row(driver.name, "check", driver.check(rate=check.rps / 2)),
+        ]
+    return rows
 
 
-def report(rows: list[tuple[str, str, Result]], args: argparse.Namespace) -> None:
-    print(f"db={args.db} seconds={args.seconds} connections={args.connections}", end=" ")
-    print("(wrk, HTTPS, 1 server process each)")
-    print(f"{'server':10} {'call':7} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8}")
-    results = {(server, call): result for server, call, result in rows}
-    for (server, call), result in results.items():
-        latency = f"{result.p50_ms:8.2f} {result.p99_ms:8.2f}"
-        print(f"{server:10} {call:7} {result.rps:9.0f} {latency} {result.non_2xx:8}")
+def report(rows: list[Row], args: argparse.Namespace) -> None:
+    print(
+        f"db={args.db} processes={args.processes} seconds={args.seconds} "
+        f"connections={args.connections} wrk threads={args.threads} "
+        "(HTTPS, wrk on the same machine)"
+    )
+    header = f"{'server':10} {'call':9} {'load':15} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8}"
+    print(f"{header} {'p99 ms':>8} {'non-2xx':>8} {'errors':>7}")
+    for row in rows:
+        result = row.result
+        load = "peak" if result.target_rps is None else f"half {result.target_rps:,.0f}/s"
+        latency = f"{result.p50_ms:8.2f} {result.p95_ms:8.2f} {result.p99_ms:8.2f}"
+        print(
+            f"{row.server:10} {row.call:9} {load:15} {result.rps:8,.0f} {latency}"
+            f" {result.non_2xx:8} {result.socket_errors:7}"
+        )
+    peak = {(r.server, r.call): r.result for r in rows if r.result.target_rps is None}
     for call in ("create", "check"):
-        ratio = results[("relay", call)].rps / results[("reference", call)].rps
-        print(f"relay/{call} = {ratio:.0%} of the reference floor")
+        relay, floor = peak[("relay", call)], peak[("reference", call)]
+        print(
+            f"relay {call} = {relay.rps / floor.rps:.0%} of the reference floor "
+            f"({relay.rps:,.0f} vs {floor.rps:,.0f} req/s)"
+        )
+    for row in rows:
+        result = row.result
+        if result.target_rps is None:
+            continue
+        verdict = "met" if result.p99_ms < P99_TARGET_MS else "NOT met"
+        slips = f"{result.late} late of {result.requests}"
+        print(
+            f"relay {row.call} at half the peak rate: p99 {result.p99_ms:.1f} ms, "
+            f"target < {P99_TARGET_MS:.0f} ms {verdict}; achieved {result.rps:,.0f} of "
+            f"{result.target_rps:,.0f} req/s, {slips}"
+        )
 
 
 if __name__ == "__main__":

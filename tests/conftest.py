@@ -15,6 +15,7 @@ import pytest
 from relay.accounts.models import NewAccount
 from relay.db.engine import is_postgres
 from relay.db.migrate import upgrade
+from tests.carriers.smpp_peer import install_peer
 from tests.harness import RunningServer, ServerThread, create_account, run, test_settings
 
 PG_URL = os.environ.get("RELAY_TEST_DATABASE_URL")
@@ -77,3 +78,11 @@ def live_api(server: RunningServer, account: NewAccount) -> Iterator[httpx.Clien
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def peer_dir(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """node-smpp installed once per lockfile (npm ci into a cache, never the source tree)."""
+    cache = getattr(pytestconfig, "cache", None)
+    root = cache.mkdir("smpp-peer") if cache is not None else tmp_path_factory.mktemp("npm")
+    return install_peer(Path(root))

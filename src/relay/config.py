@@ -39,6 +39,8 @@ class Settings(BaseSettings):
     # Plain HTTP is accepted only from these proxies, and only with X-Forwarded-Proto: https.
     trusted_proxies: Annotated[list[IpNetwork], NoDecode] = []
     public_url: str | None = None
+    # API processes of `relay serve` on one port (PostgreSQL only above 1).
+    workers: int = Field(1, ge=1, le=64)
 
     code_key: str | None = None
     default_ttl: int = Field(600, ge=60, le=3600)

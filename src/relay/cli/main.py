@@ -34,6 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-cert", type=Path)
     serve.add_argument("--tls-key", type=Path)
     serve.add_argument("--demo", action="store_true", help="create and print a demo account")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="API processes sharing the port (default 1, env RELAY_WORKERS); >1 needs PostgreSQL",
+    )
 
     migrate = commands.add_parser("migrate", help="apply database migrations")
     _common(migrate)
@@ -107,9 +113,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             from relay.cli.serve import serve
 
-            return serve(settings, demo=args.demo)
+            workers = args.workers if args.workers is not None else settings.workers
+            return serve(settings, demo=args.demo, workers=workers)
         from relay.db.migrate import upgrade
 
+        # A SQLite file can only be made in a directory that exists.
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
         upgrade(settings.resolved_database_url)
         if args.command == "migrate":
             print("migrations applied")

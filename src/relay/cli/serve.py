@@ -1,20 +1,29 @@
-"""`relay serve`: migrations, TLS, then the API and background work in one process."""
+"""`relay serve`: migrations, TLS, then the API and background work, in one process or N."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
+from uvicorn.config import STARTUP_FAILURE
+from uvicorn.supervisors import Multiprocess
 
 from relay.config import Settings
+from relay.db.engine import is_postgres
 from relay.db.migrate import upgrade
 from relay.log import configure
 from relay.services import build_services
 from relay.tls import CertificatePaths, ensure_self_signed
 from relay.web.app import create_app
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 
 def certificate(settings: Settings) -> CertificatePaths:
@@ -47,7 +56,25 @@ def demo_account(settings: Settings) -> dict[str, str]:
     return account
 
 
-def serve(settings: Settings, *, demo: bool = False) -> int:
+def refusal(settings: Settings, workers: int) -> str | None:
+    """Why `workers` processes cannot serve this database, or None when they can."""
+    if workers < 1:
+        return f"--workers must be at least 1, not {workers}"
+    if workers > 1 and not is_postgres(settings.resolved_database_url):
+        return (
+            f"--workers {workers} needs PostgreSQL: a SQLite file has one writer, so only one "
+            "process may serve it; pass a postgresql:// URL with --database-url"
+        )
+    return None
+
+
+def serve(settings: Settings, *, demo: bool = False, workers: int = 1) -> int:
+    # Checked before the data dir, the database or the port is touched, so a
+    # refused start leaves nothing behind.
+    reason = refusal(settings, workers)
+    if reason is not None:
+        print(f"relay: {reason}", file=sys.stderr)
+        return 2
     configure(settings.log_level)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     upgrade(settings.resolved_database_url)
@@ -57,12 +84,56 @@ def serve(settings: Settings, *, demo: bool = False) -> int:
         print(f"Demo account {account['id']}")
         print(f"  test key:       {account['test_key']}")
         print(f"  webhook secret: {account['webhook_secret']}")
+    if workers > 1:
+        return _serve_processes(settings, paths, workers)
     print(f"Relay listening on https://{settings.host}:{settings.port}", flush=True)
-    app = create_app(build_services(settings))
-    config = uvicorn.Config(
+    uvicorn.Server(_uvicorn_config(create_app(build_services(settings)), settings, paths)).run()
+    return 0
+
+
+def _serve_processes(settings: Settings, paths: CertificatePaths, workers: int) -> int:
+    """The parent binds the port once, then supervises `workers` spawned server processes.
+
+    uvicorn's supervisor passes the listening socket to each child, restarts a
+    child that dies, and on SIGTERM or SIGINT stops them all before it returns.
+    """
+    # Made here, once: children that each found no code.key would each write a
+    # different one, and a code sent by one process would fail its check in another.
+    settings.code_secret()
+    config = _uvicorn_config(
+        functools.partial(process_app, settings), settings, paths, workers=workers
+    )
+    sock = config.bind_socket()
+    print(
+        f"Relay listening on https://{settings.host}:{settings.port} ({workers} processes)",
+        flush=True,
+    )
+    supervisor = Multiprocess(config, sockets=[sock])
+    try:
+        supervisor.run()
+    finally:
+        sock.close()
+    if any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes):
+        print("relay: a server process failed to start; see the log above", file=sys.stderr)
+        return 1
+    return 0
+
+
+def process_app(settings: Settings) -> FastAPI:
+    """Runs in each spawned server process, which owns its logging, pool and background work."""
+    configure(settings.log_level)
+    return create_app(build_services(settings))
+
+
+def _uvicorn_config(
+    app: Any, settings: Settings, paths: CertificatePaths, *, workers: int = 1
+) -> uvicorn.Config:
+    return uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
+        factory=workers > 1,
+        workers=workers,
         ssl_certfile=os.fspath(paths.cert),
         ssl_keyfile=os.fspath(paths.key),
         log_config=None,
@@ -70,8 +141,6 @@ def serve(settings: Settings, *, demo: bool = False) -> int:
         server_header=False,
         timeout_graceful_shutdown=5,
     )
-    uvicorn.Server(config).run()
-    return 0
 
 
-__all__ = ["Path", "serve"]
+__all__ = ["Path", "process_app", "serve"]
