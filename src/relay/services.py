@@ -60,7 +60,9 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
         carriers,
         receipt_timeout=settings.receipt_timeout,
         lease=settings.dispatch_lease,
-        docs=(settings.public_url or "").rstrip("/"),
+        # Attempt errors are stored, so their doc_url cannot follow each request's
+        # Host header: the public URL when set, else the address Relay serves on.
+        docs=(settings.public_url or f"https://{settings.host}:{settings.port}").rstrip("/"),
     )
     return Services(
         settings=settings,
