@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import signal
 
+from relay.cli.serve import tune_garbage_collector
 from relay.config import Settings
 from relay.delivery.loop import run_dispatch
 from relay.events.delivery import DeliveryWorker
@@ -25,6 +26,7 @@ def work(settings: Settings) -> int:
 
 async def _run(settings: Settings) -> None:
     services = build_services(settings)
+    tune_garbage_collector()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

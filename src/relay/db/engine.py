@@ -15,6 +15,8 @@ Domain stores are written once, as plain functions of a SQLAlchemy
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -50,20 +52,29 @@ def is_postgres(url: str) -> bool:
     return make_url(url).get_backend_name() == "postgresql"
 
 
-def sqlite_engine(url: str, *, begin: str) -> Engine:
+# The writer's own commits checkpoint the WAL only past this many pages, as a
+# backstop; normally the checkpointer thread keeps it short (see SqliteDatabase).
+_WAL_BACKSTOP_PAGES = 20_000
+CHECKPOINT_INTERVAL = 1.0
+
+
+def sqlite_engine(url: str, *, begin: str, checkpoints: bool = True) -> Engine:
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+    pragmas = [
+        "journal_mode=WAL",
+        "synchronous=NORMAL",
+        "busy_timeout=30000",
+        "foreign_keys=ON",
+    ]
+    if not checkpoints:
+        pragmas.append(f"wal_autocheckpoint={_WAL_BACKSTOP_PAGES}")
 
     @event.listens_for(engine, "connect")
     def _configure(dbapi_connection: Any, _record: Any) -> None:
         # Let SQLAlchemy's BEGIN below be the only transaction control.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        for pragma in (
-            "journal_mode=WAL",
-            "synchronous=NORMAL",
-            "busy_timeout=30000",
-            "foreign_keys=ON",
-        ):
+        for pragma in pragmas:
             cursor.execute(f"PRAGMA {pragma}")
         cursor.close()
 
@@ -78,11 +89,34 @@ class SqliteDatabase:
     dialect = "sqlite"
 
     def __init__(self, url: str) -> None:
-        self._writer_engine = sqlite_engine(url, begin="BEGIN IMMEDIATE")
+        # A commit that crosses SQLite's auto-checkpoint threshold copies the WAL
+        # into the database and syncs it before returning: every write queued
+        # behind it waited, which was the 1 % of creates at 50 ms (p99) while
+        # p95 stayed at 7 ms. The writer leaves checkpoints to a thread of their
+        # own; PASSIVE checkpoints never block the writer or the readers.
+        self._writer_engine = sqlite_engine(url, begin="BEGIN IMMEDIATE", checkpoints=False)
         self._reader_engine = sqlite_engine(url, begin="BEGIN")
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="relay-sqlite-writer")
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="relay-sqlite-reader")
         self._local = threading.local()
+        self._path = make_url(url).database
+        self._stop = threading.Event()
+        self._checkpointer = threading.Thread(
+            target=self._checkpoint_loop, name="relay-sqlite-checkpoint", daemon=True
+        )
+        if self._path and self._path != ":memory:":
+            self._checkpointer.start()
+
+    def _checkpoint_loop(self) -> None:
+        assert self._path is not None
+        connection = sqlite3.connect(self._path, timeout=30, isolation_level=None)
+        try:
+            connection.execute("PRAGMA busy_timeout=30000")
+            while not self._stop.wait(CHECKPOINT_INTERVAL):
+                with contextlib.suppress(sqlite3.Error):
+                    connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        finally:
+            connection.close()
 
     def _connection(self, engine: Engine) -> Connection:
         key = f"conn_{id(engine)}"
@@ -111,6 +145,9 @@ class SqliteDatabase:
         return (self._writer_engine, self._reader_engine)
 
     async def close(self) -> None:
+        self._stop.set()
+        if self._checkpointer.is_alive():
+            self._checkpointer.join(timeout=5)
         self._writer.shutdown(wait=True)
         self._reader.shutdown(wait=True)
         self._writer_engine.dispose()
