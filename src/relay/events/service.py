@@ -125,6 +125,9 @@ class EventService:
     async def claim(self, *, owner: str, limit: int, busy: Collection[str] = ()) -> list[Claim]:
         now = self._clock.now()
         lease_until = now + timedelta(seconds=self.delivery.lease)
+        # Looked at read-only first: an idle loop must not take SQLite's write lock.
+        if not await self._db.read(lambda c: store.any_due(c, now=now)):
+            return []
         return await self._db.write(
             lambda c: store.claim_due(
                 c,

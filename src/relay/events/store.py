@@ -77,6 +77,16 @@ def _leasable(now: datetime) -> ColumnElement[bool]:
     return or_(E.lease_until.is_(None), E.lease_until <= now)
 
 
+def any_due(conn: Connection, *, now: datetime) -> bool:
+    """Whether some delivery is due, leased or not (a dead worker's lease may be over)."""
+    due = (
+        select(E.id)
+        .where(E.delivery_status == DeliveryStatus.PENDING, E.next_attempt_at <= now)
+        .limit(1)
+    )
+    return conn.execute(due).first() is not None
+
+
 def claim_due(
     conn: Connection,
     *,

@@ -313,6 +313,9 @@ class VerificationService:
                     self._emit(conn, row, EventType.VERIFICATION_EXPIRED, now)
             return len(closed)
 
+        # Looked at read-only first: an idle sweep must not take SQLite's write lock.
+        if not await self._db.read(lambda c: store.any_due(c, now=now)):
+            return 0
         return await self._db.write(work)
 
     def _load(self, conn: Connection, scope: Scope, verification_id: str) -> Verification:

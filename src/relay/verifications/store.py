@@ -256,6 +256,13 @@ def expire_due(
     return list(closed.scalars())
 
 
+_ANY_DUE = select(V.id).where(V.status == Status.PENDING.value, V.expires_at <= _NOW).limit(1)
+
+
+def any_due(conn: Connection, *, now: datetime) -> bool:
+    return conn.execute(_ANY_DUE, {"now": now}).first() is not None
+
+
 def expire_due_for_number(conn: Connection, scope: Scope, to: str, *, now: datetime) -> list[str]:
     return list(conn.execute(_EXPIRE_NUMBER, {**scope.params(), "to": to, "now": now}).scalars())
 
