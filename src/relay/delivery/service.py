@@ -20,6 +20,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Connection
 
@@ -146,12 +147,17 @@ class Delivery:
             route=route,
             position=0,
             now=now,
-            lease_owner=self.owner if self.dispatching else None,
-            lease_until=now + self._lease if self.dispatching else now,
+            **self._lease_for_new(now),
             verification_id=verification_id,
             message_id=message_id,
         )
         return Queued(attempt_id, route)
+
+    def _lease_for_new(self, now: datetime) -> dict[str, Any]:
+        """A new attempt is leased to this process when it will submit it; else free at once."""
+        if self.dispatching:
+            return {"lease_owner": self.owner, "lease_until": now + self._lease}
+        return {"lease_owner": None, "lease_until": now}
 
     def job(
         self,
@@ -396,8 +402,7 @@ class Delivery:
             route=following.route,
             position=position,
             now=now,
-            lease_owner=self.owner if self.dispatching else None,
-            lease_until=now + self._lease if self.dispatching else now,
+            **self._lease_for_new(now),
             verification_id=following.verification_id,
             message_id=following.message_id,
         )
