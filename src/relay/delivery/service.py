@@ -259,7 +259,10 @@ class Delivery:
         try:
             return await self._write_job(lambda c: self._sent(c, attempt, receipt, now), job)
         finally:
-            del self._recording[key]
+            # Only our own entry: an SMSC that reused a message id must not
+            # release (or crash) another submit's wait.
+            if self._recording.get(key) is recorded:
+                del self._recording[key]
             recorded.set()
 
     async def _write_job(
