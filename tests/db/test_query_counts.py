@@ -23,15 +23,15 @@ from tests.harness import test_settings
 from tests.webhooks.receiver import isolated_database
 
 # Upper bounds, with the statements they stand for (SQLite; PostgreSQL adds no round trips).
-# create, two transactions: (1) BEGIN, expire-for-number, pending lookup, verifications
-# opened this hour, every abuse counter in one query, blocks, insert verification,
+# create, two transactions: (1) BEGIN, the number's pending verification (and whether
+# its TTL ran out), verifications opened this hour, every abuse counter in one query, blocks, insert verification,
 # insert attempt, counters in one upsert; (2) the carrier's answer (the sandbox's comes
 # with its receipt): BEGIN, record sent, record delivered, one load, two events. The
 # answer is that load: no third round trip.
-CREATE_LIMIT = 16
-# BEGIN, secrets, destination, failed-check counters, the counting UPDATE, two counter
-# upserts, the verification and its attempts, the event.
-CHECK_LIMIT = 10
+CREATE_LIMIT = 15
+# BEGIN, the code's MAC with its destination, failed-check counters, the counting
+# UPDATE, one counter upsert, the verification and its attempts, the event.
+CHECK_LIMIT = 8
 RETRIEVE_LIMIT = 3  # BEGIN, the verification, its attempts
 
 

@@ -138,9 +138,14 @@ class VerificationService:
         now: datetime,
     ) -> _Sent | RateLimitError:
         scope = caller.scope
-        for expired_id in store.expire_due_for_number(conn, scope, destination.e164, now=now):
-            self._emit_for(conn, scope, expired_id, EventType.VERIFICATION_EXPIRED, now)
-        existing = store.pending_id_for(conn, scope, destination.e164)
+        existing = None
+        pending = store.pending_for(conn, scope, destination.e164)
+        if pending is not None and pending[1] <= now:
+            # Its TTL ran out before the sweep saw it: close it, and this create opens anew.
+            if store.expire_one(conn, scope, pending[0], now=now):
+                self._emit_for(conn, scope, pending[0], EventType.VERIFICATION_EXPIRED, now)
+        elif pending is not None:
+            existing = pending[0]
         refusal = self._abuse.before_send(conn, scope, destination, opens=existing is None, now=now)
         if refusal is not None:
             # Returned, not raised: a pumping block written here must commit.
@@ -249,18 +254,18 @@ class VerificationService:
     ) -> tuple[Verification, RelayError | None]:
         scope = caller.scope
         target = verification_id or (to and store.pending_id_for(conn, scope, to))
-        secrets = store.load_secrets(conn, scope, target) if target else None
-        if target is None or secrets is None:
+        found = store.check_material(conn, scope, target) if target else None
+        if target is None or found is None:
             param = "id" if verification_id else "to"
             raise ResourceMissing("No pending verification matches.", param=param)
-        matches = self._keyring.code_matches(target, code, secrets[0])
+        code_mac, destination = found
+        matches = self._keyring.code_matches(target, code, code_mac)
         correct = check_is_correct(submitted=code, livemode=caller.livemode, matches=matches)
-        destination = store.destination_of(conn, scope, target)
-        refusal = destination and self._abuse.before_check(conn, scope, destination.e164, now=now)
+        refusal = self._abuse.before_check(conn, scope, destination.e164, now=now)
         if refusal:
             return self._load(conn, scope, target), refusal
         status = store.count_check(conn, scope, target, correct=correct, now=now)
-        if status is not None and destination is not None:
+        if status is not None:
             self._abuse.record_check(conn, scope, destination, correct=correct, now=now)
         if status is None:
             # Not open: report why, after closing it if its TTL ran out unnoticed.

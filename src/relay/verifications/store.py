@@ -111,12 +111,16 @@ def _from_row(row: Row[Any], found: Sequence[Attempt] = ()) -> Verification:
 _PUBLIC_COLUMNS = [c for c in verifications.c if c.name not in ("code_mac", "sealed_code")]
 _LOAD = select(*_PUBLIC_COLUMNS).where(*_THIS)
 _LOAD_SECRETS = select(V.code_mac, V.sealed_code).where(*_THIS)
-_DESTINATION = select(V.to_number, V.country).where(*_THIS)
+_CHECK_MATERIAL = select(V.code_mac, V.to_number, V.country).where(*_THIS)
 _PENDING_ID = select(V.id).where(
     *_IN_SCOPE, V.to_number == bindparam("to"), V.status == Status.PENDING.value
 )
 # On PostgreSQL, concurrent creates for one number queue behind the row lock.
 _PENDING_ID_LOCKED = _PENDING_ID.with_for_update()
+_PENDING = select(V.id, V.expires_at).where(
+    *_IN_SCOPE, V.to_number == bindparam("to"), V.status == Status.PENDING.value
+)
+_PENDING_LOCKED = _PENDING.with_for_update()
 _INSERT_VERIFICATION = insert(verifications)
 _COUNT_RESEND = (
     update(verifications)
@@ -149,12 +153,6 @@ _CANCEL = (
 )
 _EXPIRED_VALUES = {"status": Status.EXPIRED.value, "updated_at": _NOW, "sealed_code": null()}
 _PAST_TTL = (V.status == Status.PENDING.value, V.expires_at <= _NOW)
-_EXPIRE_NUMBER = (
-    update(verifications)
-    .where(*_IN_SCOPE, V.to_number == bindparam("to"), *_PAST_TTL)
-    .values(**_EXPIRED_VALUES)
-    .returning(V.id)
-)
 _EXPIRE_ONE = update(verifications).where(*_THIS, *_PAST_TTL).values(**_EXPIRED_VALUES)
 
 
@@ -176,15 +174,27 @@ def load_secrets(
     return None if row is None else (row.code_mac, row.sealed_code)
 
 
-def destination_of(conn: Connection, scope: Scope, verification_id: str) -> Destination | None:
-    row = conn.execute(_DESTINATION, _this(scope, verification_id)).first()
-    return None if row is None else Destination(e164=row.to_number, country=row.country)
+def check_material(
+    conn: Connection, scope: Scope, verification_id: str
+) -> tuple[bytes, Destination] | None:
+    """What a check needs, in one read: the code's MAC and where the code went."""
+    row = conn.execute(_CHECK_MATERIAL, _this(scope, verification_id)).first()
+    if row is None:
+        return None
+    return row.code_mac, Destination(e164=row.to_number, country=row.country)
 
 
 def pending_id_for(conn: Connection, scope: Scope, to: str) -> str | None:
     query = _PENDING_ID_LOCKED if conn.dialect.name == "postgresql" else _PENDING_ID
     found: str | None = conn.execute(query, {**scope.params(), "to": to}).scalar_one_or_none()
     return found
+
+
+def pending_for(conn: Connection, scope: Scope, to: str) -> tuple[str, datetime] | None:
+    """The number's pending verification and its expiry, locked on PostgreSQL (at most one)."""
+    query = _PENDING_LOCKED if conn.dialect.name == "postgresql" else _PENDING
+    row = conn.execute(query, {**scope.params(), "to": to}).first()
+    return None if row is None else (row.id, row.expires_at)
 
 
 def insert_verification(
@@ -261,10 +271,6 @@ _ANY_DUE = select(V.id).where(V.status == Status.PENDING.value, V.expires_at <= 
 
 def any_due(conn: Connection, *, now: datetime) -> bool:
     return conn.execute(_ANY_DUE, {"now": now}).first() is not None
-
-
-def expire_due_for_number(conn: Connection, scope: Scope, to: str, *, now: datetime) -> list[str]:
-    return list(conn.execute(_EXPIRE_NUMBER, {**scope.params(), "to": to, "now": now}).scalars())
 
 
 def expire_one(conn: Connection, scope: Scope, verification_id: str, *, now: datetime) -> bool:
