@@ -24,8 +24,9 @@ from tests.webhooks.receiver import isolated_database
 
 # Upper bounds, with the statements they stand for (SQLite; PostgreSQL adds no round trips).
 # create, two transactions: (1) BEGIN, the number's pending verification (and whether
-# its TTL ran out), verifications opened this hour, every abuse counter in one query, blocks, insert verification,
-# insert attempt, counters in one upsert; (2) the carrier's answer (the sandbox's comes
+# its TTL ran out), verifications opened this hour, every abuse counter in one query,
+# blocks, insert verification, insert attempt, counters in one upsert; (2) the
+# carrier's answer (the sandbox's comes
 # with its receipt): BEGIN, record sent, record delivered, one load, two events. The
 # answer is that load: no third round trip.
 CREATE_LIMIT = 15
