@@ -24,6 +24,8 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from relay.abuse.models import country_allowed
+from relay.accounts.models import Caller
 from relay.carriers import routing
 from relay.carriers.base import CarrierError, DeliveryReport, OutboundSms, SubmitReceipt
 from relay.carriers.registry import CarrierSet
@@ -34,11 +36,13 @@ from relay.delivery import store, subjects
 from relay.delivery.attempts import AttemptStatus
 from relay.delivery.store import AttemptRow
 from relay.delivery.subjects import Subject
+from relay.errors import CountryNotAllowed, NoRouteAvailable
 from relay.events import store as event_store
 from relay.events.models import EventType, NewEvent
 from relay.ids import new_id
 from relay.messages import store as message_store
 from relay.messages.models import Message, MessageStatus
+from relay.phone import Destination, parse_destination
 from relay.sms.text import render_sms
 from relay.verifications.models import Verification
 
@@ -126,8 +130,19 @@ class Delivery:
 
     # --- the creating transaction -------------------------------------------
 
-    def route_for(self, *, livemode: bool, country: str) -> tuple[str, ...] | None:
-        return self.carriers.routes.for_send(livemode=livemode, country=country)
+    def destination(self, caller: Caller, to: str) -> tuple[Destination, tuple[str, ...]]:
+        """Where a send may go and through which carriers, refused before anything is written.
+
+        Country permissions and the route are checked before any row, carrier
+        call or cost; a live send with no route writes nothing.
+        """
+        destination = parse_destination(to, livemode=caller.livemode)
+        if not country_allowed(destination.country, caller.allowed_countries):
+            raise CountryNotAllowed(param="to")
+        route = self.carriers.routes.for_send(livemode=caller.livemode, country=destination.country)
+        if route is None:
+            raise NoRouteAvailable()
+        return destination, route
 
     def queue_first(
         self,

@@ -7,19 +7,18 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection
 
-from relay.abuse.models import country_allowed
 from relay.abuse.service import AbuseGuard
 from relay.accounts.models import Caller
 from relay.clock import Clock
 from relay.crypto import Keyring
 from relay.db.engine import Database
 from relay.delivery.service import Delivery, Job
-from relay.errors import CountryNotAllowed, NoRouteAvailable, RateLimitError, ResourceMissing
+from relay.errors import RateLimitError, ResourceMissing
 from relay.ids import new_id
 from relay.messages import store
 from relay.messages.models import Message
 from relay.messages.store import NewMessage
-from relay.phone import Destination, parse_destination
+from relay.phone import Destination
 from relay.sms.text import render_sms
 
 
@@ -62,12 +61,7 @@ class MessageService:
         self._ttl = timedelta(seconds=ttl)
 
     async def send(self, caller: Caller, request: SendRequest) -> Message:
-        destination = parse_destination(request.to, livemode=caller.livemode)
-        if not country_allowed(destination.country, caller.allowed_countries):
-            raise CountryNotAllowed(param="to")
-        route = self._delivery.route_for(livemode=caller.livemode, country=destination.country)
-        if route is None:
-            raise NoRouteAvailable()
+        destination, route = self._delivery.destination(caller, request.to)
         now = self._clock.now()
         queued = await self._db.write(
             lambda c: self._queue(c, caller, request, destination, route, now)

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
-from relay.abuse.models import Rules, country_allowed
+from relay.abuse.models import Rules
 from relay.abuse.service import AbuseGuard
 from relay.accounts.models import Caller
 from relay.clock import Clock
@@ -17,8 +17,6 @@ from relay.crypto import Keyring, generate_code
 from relay.db.engine import Database
 from relay.delivery.service import Delivery, Job
 from relay.errors import (
-    CountryNotAllowed,
-    NoRouteAvailable,
     RateLimitError,
     RelayError,
     ResendTooSoon,
@@ -27,7 +25,7 @@ from relay.errors import (
 from relay.events import store as event_store
 from relay.events.models import EventType, NewEvent
 from relay.ids import new_id
-from relay.phone import Destination, parse_destination
+from relay.phone import Destination
 from relay.sms.text import render_sms
 from relay.verifications import store
 from relay.verifications.models import (
@@ -100,14 +98,7 @@ class VerificationService:
         self._limits = limits
 
     async def create(self, caller: Caller, request: CreateRequest) -> Verification:
-        destination = parse_destination(request.to, livemode=caller.livemode)
-        if not country_allowed(destination.country, caller.allowed_countries):
-            # Refused before any row, carrier call or cost (geo permissions).
-            raise CountryNotAllowed(param="to")
-        route = self._delivery.route_for(livemode=caller.livemode, country=destination.country)
-        if route is None:
-            # Live sends need a configured route; nothing is written without one.
-            raise NoRouteAvailable()
+        destination, route = self._delivery.destination(caller, request.to)
         now = self._clock.now()
         try:
             sent = await self._db.write(
