@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 import pytest_asyncio
 
 from relay.accounts.models import NewAccount
+from tests.carriers.reading import attempts, event_types, settle
 from tests.carriers.smpp_peer import SmppPeer
 from tests.harness import RunningServer, ServerThread, create_account, test_settings
 from tests.webhooks.receiver import isolated_database
@@ -113,33 +113,8 @@ async def create(live: httpx.AsyncClient, to: str | None = None) -> dict[str, An
     return body
 
 
-async def settle(
-    live: httpx.AsyncClient, path: str, done: Any, *, within: float = 10.0
-) -> dict[str, Any]:
-    """Poll `path` until `done(body)`; the dispatch loop and receipts run in the server."""
-    deadline = time.monotonic() + within
-    while True:
-        body: dict[str, Any] = (await live.get(path)).json()
-        if done(body):
-            return body
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{path} never settled: {body}")
-        await asyncio.sleep(0.05)
-
-
-def attempts(body: dict[str, Any]) -> list[tuple[str, str, str | None]]:
-    return [
-        (a["carrier"], a["status"], a["error"] and a["error"]["code"]) for a in body["attempts"]
-    ]
-
-
 def last_delivered(body: dict[str, Any]) -> bool:
     return bool(body["attempts"]) and body["attempts"][-1]["status"] == "delivered"
-
-
-async def event_types(live: httpx.AsyncClient, related: str) -> list[str]:
-    response = await live.get("/v1/events", params={"related": related, "limit": 100})
-    return [event["type"] for event in reversed(response.json()["data"])]
 
 
 async def test_a_refused_submit_fails_over_to_the_second_smsc(

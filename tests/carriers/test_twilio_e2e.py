@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -16,6 +15,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from tests.carriers.reading import attempts, event_types, settle
 from tests.carriers.twilio_fake import VALID_FROM, FakeTwilio
 from tests.harness import RunningServer, ServerThread, create_account, free_port, test_settings
 from tests.webhooks.receiver import isolated_database
@@ -88,28 +88,6 @@ async def create(live: httpx.AsyncClient) -> dict[str, Any]:
 def sid_for(twilio: FakeTwilio, to: str) -> str:
     [sid] = [sid for sid, message in twilio.messages.items() if message.form["To"] == to]
     return sid
-
-
-async def settle(live: httpx.AsyncClient, path: str, done: Any) -> dict[str, Any]:
-    deadline = time.monotonic() + 10
-    while True:
-        body: dict[str, Any] = (await live.get(path)).json()
-        if done(body):
-            return body
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{path} never settled: {body}")
-        await asyncio.sleep(0.05)
-
-
-def attempts(body: dict[str, Any]) -> list[tuple[str, str, str | None]]:
-    return [
-        (a["carrier"], a["status"], a["error"] and a["error"]["code"]) for a in body["attempts"]
-    ]
-
-
-async def event_types(live: httpx.AsyncClient, related: str) -> list[str]:
-    response = await live.get("/v1/events", params={"related": related, "limit": 100})
-    return [event["type"] for event in reversed(response.json()["data"])]
 
 
 async def test_twilio_takes_the_sms_with_a_status_callback_to_relay(

@@ -15,6 +15,7 @@ from relay.accounts.models import Caller
 from relay.carriers.base import DeliveryReport, OutboundSms, ReportSink, SubmitReceipt
 from relay.db.tables import early_reports
 from relay.delivery import store
+from relay.messages.models import Message
 from relay.messages.service import SendRequest
 from relay.services import Services, build_services
 from tests.harness import test_settings
@@ -73,6 +74,18 @@ async def live_caller(services: Services) -> Caller:
     return await services.accounts.authenticate(account.live_key)
 
 
+def scripted(services: Services, *, early: bool) -> ScriptedCarrier:
+    """Put a ScriptedCarrier where the route's carrier was."""
+    carrier = ScriptedCarrier(early=early)
+    services.delivery.carriers.carriers["scripted"] = carrier
+    return carrier
+
+
+async def send(services: Services, caller: Caller, to: str) -> Message:
+    request = SendRequest(to=to, code="123456", locale="en", metadata={}, webhook_url=None)
+    return await services.messages.send(caller, request)
+
+
 async def parked(services: Services) -> int:
     query = select(func.count()).select_from(early_reports)
     return int(await services.db.read(lambda c: c.execute(query).scalar_one()))
@@ -82,15 +95,11 @@ async def parked(services: Services) -> int:
 async def test_a_receipt_before_the_submit_is_recorded_is_parked_then_applied(
     services: Services,
 ) -> None:
-    carrier = ScriptedCarrier(early=True)
-    services.delivery.carriers.carriers["scripted"] = carrier
+    scripted(services, early=True)
     await services.delivery.start(dispatch=True)
     caller = await live_caller(services)
 
-    message = await services.messages.send(
-        caller,
-        SendRequest(to="+14155550199", code="123456", locale="en", metadata={}, webhook_url=None),
-    )
+    message = await send(services, caller, "+14155550199")
 
     assert message.status.value == "delivered"
     assert [a.status.value for a in message.attempts] == ["delivered"]
@@ -101,14 +110,10 @@ async def test_a_receipt_before_the_submit_is_recorded_is_parked_then_applied(
 async def test_a_receipt_parked_while_another_process_recorded_the_submit_is_applied_later(
     services: Services,
 ) -> None:
-    carrier = ScriptedCarrier(early=False)
-    services.delivery.carriers.carriers["scripted"] = carrier
+    carrier = scripted(services, early=False)
     await services.delivery.start(dispatch=True)
     caller = await live_caller(services)
-    message = await services.messages.send(
-        caller,
-        SendRequest(to="+14155550198", code="123456", locale="en", metadata={}, webhook_url=None),
-    )
+    message = await send(services, caller, "+14155550198")
     assert message.status.value == "sent"
     # The receipt's transaction missed the recorded id (read before the other commit).
     now = datetime.now(UTC)
@@ -122,14 +127,10 @@ async def test_a_receipt_parked_while_another_process_recorded_the_submit_is_app
 
 @pytest.mark.asyncio
 async def test_a_second_receipt_for_the_same_sms_changes_nothing(services: Services) -> None:
-    carrier = ScriptedCarrier(early=False)
-    services.delivery.carriers.carriers["scripted"] = carrier
+    carrier = scripted(services, early=False)
     await services.delivery.start(dispatch=True)
     caller = await live_caller(services)
-    message = await services.messages.send(
-        caller,
-        SendRequest(to="+14155550197", code="123456", locale="en", metadata={}, webhook_url=None),
-    )
+    message = await send(services, caller, "+14155550197")
     await services.delivery.on_report(report(carrier.submitted[-1]))
     await services.delivery.on_report(report(carrier.submitted[-1]))
 
@@ -143,14 +144,10 @@ async def test_a_second_receipt_for_the_same_sms_changes_nothing(services: Servi
 async def test_an_attempt_leased_by_a_dead_process_is_sent_by_another(
     services: Services,
 ) -> None:
-    carrier = ScriptedCarrier(early=False)
-    services.delivery.carriers.carriers["scripted"] = carrier
+    carrier = scripted(services, early=False)
     caller = await live_caller(services)
     # This process does not send: the attempt stays queued, as if its sender had died.
-    message = await services.messages.send(
-        caller,
-        SendRequest(to="+14155550196", code="123456", locale="en", metadata={}, webhook_url=None),
-    )
+    message = await send(services, caller, "+14155550196")
     assert [a.status.value for a in message.attempts] == ["queued"]
     assert carrier.submitted == []
 
