@@ -3,23 +3,26 @@
 Domain stores are written once, as plain functions of a SQLAlchemy
 `Connection`. How they run differs per database:
 
-- SQLite: a dedicated writer thread holds one connection and opens every write
+- SQLite: on the event loop's own thread, like any in-process library call. A
+  transaction is a few hundred microseconds of CPU with no network wait, and
+  handing it to a thread cost more than running it: each hop is a wake-up plus
+  a GIL hand-over, and under load the GIL convoy made every statement wait for
+  the loop (measured: create 12 req/s through a writer thread, 120 inline on
+  the same VM; docs/benchmarks.md). The writer connection opens every write
   with BEGIN IMMEDIATE, so a transaction takes the write lock up front instead
-  of failing with SQLITE_BUSY half-way. Reads use their own thread and
-  connection (WAL lets them run beside the writer). One thread hop per
-  transaction, not per statement.
+  of failing with SQLITE_BUSY half-way; reads use a connection of their own.
+  The price: while another process (a CLI command) holds the write lock, this
+  process waits up to busy_timeout with its loop stopped.
 - PostgreSQL: asyncpg through SQLAlchemy's async engine; the same function runs
   inside `run_sync`, without threads.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
@@ -78,10 +81,13 @@ def sqlite_engine(url: str, *, begin: str, checkpoints: bool = True) -> Engine:
             cursor.execute(f"PRAGMA {pragma}")
         cursor.close()
 
-    @event.listens_for(engine, "begin")
-    def _begin(connection: Connection) -> None:
-        connection.exec_driver_sql(begin)
+    # BEGIN goes to the driver from the dialect's own hook rather than from a
+    # "begin" event: any engine-level event listener makes SQLAlchemy dispatch
+    # its (empty) execute events around every statement.
+    def _do_begin(dbapi_connection: Any) -> None:
+        dbapi_connection.execute(begin)
 
+    engine.dialect.do_begin = _do_begin  # type: ignore[method-assign]
     return engine
 
 
@@ -96,8 +102,6 @@ class SqliteDatabase:
         # own; PASSIVE checkpoints never block the writer or the readers.
         self._writer_engine = sqlite_engine(url, begin="BEGIN IMMEDIATE", checkpoints=False)
         self._reader_engine = sqlite_engine(url, begin="BEGIN")
-        self._writer = ThreadPoolExecutor(1, thread_name_prefix="relay-sqlite-writer")
-        self._reader = ThreadPoolExecutor(1, thread_name_prefix="relay-sqlite-reader")
         self._local = threading.local()
         self._path = make_url(url).database
         self._stop = threading.Event()
@@ -132,12 +136,10 @@ class SqliteDatabase:
             return work(conn)
 
     async def write(self, work: Work[T]) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._writer, self._run, self._writer_engine, work)
+        return self._run(self._writer_engine, work)
 
     async def read(self, work: Work[T]) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._reader, self._run, self._reader_engine, work)
+        return self._run(self._reader_engine, work)
 
     @property
     def engines(self) -> tuple[Engine, ...]:
@@ -148,8 +150,6 @@ class SqliteDatabase:
         self._stop.set()
         if self._checkpointer.is_alive():
             self._checkpointer.join(timeout=5)
-        self._writer.shutdown(wait=True)
-        self._reader.shutdown(wait=True)
         self._writer_engine.dispose()
         self._reader_engine.dispose()
 
