@@ -14,14 +14,14 @@ from starlette.responses import Response
 
 from relay.carriers.twilio import CallbackPayloadError, CallbackSignatureError, TwilioCarrier
 from relay.errors import AuthenticationFailed, ParameterInvalid, ResourceMissing
-from relay.web.routes import services
+from relay.web.routes import services_of
 
 router = APIRouter(prefix="/v1", include_in_schema=False)
 
 
 @router.post("/carriers/{name}/status")
 async def carrier_status(name: str, request: Request) -> Response:
-    carrier = services(request).delivery.carriers.carriers.get(name)
+    carrier = services_of(request).delivery.carriers.carriers.get(name)
     if not isinstance(carrier, TwilioCarrier):
         raise ResourceMissing(f"No HTTP carrier named {name!r}.", param="name")
     try:
