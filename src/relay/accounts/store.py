@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, bindparam, func, insert, or_, select, update
 
 from relay.accounts.models import ApiKey, Caller
-from relay.db.tables import accounts, api_keys, webhook_secrets
+from relay.db.tables import UtcDateTime, accounts, api_keys, webhook_secrets
 
 K = api_keys.c
 
@@ -131,18 +131,25 @@ def insert_webhook_secret(
     )
 
 
+_SECRET = webhook_secrets.c
+# Built once: webhook delivery reads it for every attempt it signs.
+_ACTIVE_WEBHOOK_SECRETS = (
+    select(_SECRET.id, _SECRET.sealed_secret)
+    .where(
+        _SECRET.account_id == bindparam("account_id"),
+        or_(
+            _SECRET.expires_at.is_(None),
+            _SECRET.expires_at > bindparam("now", type_=UtcDateTime()),
+        ),
+    )
+    .order_by(_SECRET.id.desc())
+)
+
+
 def active_webhook_secrets(
     conn: Connection, account_id: str, *, now: datetime
 ) -> list[tuple[str, bytes]]:
-    secret = webhook_secrets.c
-    rows = conn.execute(
-        select(secret.id, secret.sealed_secret)
-        .where(
-            secret.account_id == account_id,
-            or_(secret.expires_at.is_(None), secret.expires_at > now),
-        )
-        .order_by(secret.id.desc())
-    )
+    rows = conn.execute(_ACTIVE_WEBHOOK_SECRETS, {"account_id": account_id, "now": now})
     return [(row.id, row.sealed_secret) for row in rows]
 
 

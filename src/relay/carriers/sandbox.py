@@ -67,6 +67,9 @@ class SandboxCarrier:
         self._reports = reports
 
     async def submit(self, sms: OutboundSms) -> SubmitReceipt:
+        return self.submit_now(sms)
+
+    def submit_now(self, sms: OutboundSms) -> SubmitReceipt:
         if sms.to == FIRST_CARRIER_FAILS and self._name == PRIMARY:
             raise CarrierUnavailable("sandbox_unreachable", "The sandbox route is down.")
         if sms.to == REJECTED:

@@ -27,7 +27,13 @@ from sqlalchemy import Connection
 from relay.abuse.models import country_allowed
 from relay.accounts.models import Caller
 from relay.carriers import routing
-from relay.carriers.base import CarrierError, DeliveryReport, OutboundSms, SubmitReceipt
+from relay.carriers.base import (
+    AnswersAtOnce,
+    CarrierError,
+    DeliveryReport,
+    OutboundSms,
+    SubmitReceipt,
+)
 from relay.carriers.registry import CarrierSet
 from relay.clock import Clock
 from relay.crypto import Keyring
@@ -75,6 +81,12 @@ class Queued:
 
     attempt_id: str
     route: tuple[str, ...]
+
+
+def _following(previous: Job, attempt: AttemptRow) -> Job:
+    """The failover attempt's job: the same SMS, under the new attempt's id."""
+    sms = dataclasses.replace(previous.sms, attempt_id=attempt.id)
+    return Job(attempt, sms, previous.expires_at)
 
 
 class Delivery:
@@ -198,6 +210,42 @@ class Delivery:
         sms = OutboundSms(attempt_id=queued.attempt_id, to=to, sender=sender, body=body)
         return Job(attempt, sms, expires_at)
 
+    def submit_in_transaction(
+        self, conn: Connection, job: Job, *, now: datetime
+    ) -> tuple[Job | None, Verification | Message | None]:
+        """Submit through carriers that answer without I/O, inside the creating transaction.
+
+        Failover goes on here while the next carrier also answers at once.
+        Returns the job this process still submits over the network (None:
+        nothing left here), and the verification or message as this
+        transaction last loaded it, when it did. A process that does not
+        dispatch submits nothing: a dispatch loop (`relay worker`) claims the
+        attempt.
+        """
+        if not self.dispatching:
+            return None, None
+        conn.info.pop(subjects.LATEST, None)
+        following: Job | None = job
+        while following is not None:
+            current = following
+            carrier = self.carriers.carriers.get(current.attempt.carrier)
+            if not isinstance(carrier, AnswersAtOnce):
+                return current, None
+            attempt = current.attempt
+            try:
+                receipt = carrier.submit_now(current.sms)
+            except CarrierError as error:
+                decision = self._after_submit_error(error, current, now)
+                if isinstance(decision, routing.Wait):
+                    store.postpone(conn, attempt.id, until=decision.until)
+                    self.wake.set()
+                    return None, None
+                row = self._failed(conn, attempt, AttemptStatus.QUEUED, decision, now)
+            else:
+                row = self._sent(conn, attempt, receipt, now)
+            following = None if row is None else _following(current, row)
+        return None, conn.info.pop(subjects.LATEST, None)
+
     # --- submitting ---------------------------------------------------------
 
     async def dispatch(self, job: Job | None) -> Verification | Message | None:
@@ -245,14 +293,7 @@ class Delivery:
             receipt = await carrier.submit(job.sms)
         except CarrierError as error:
             now = self._clock.now()
-            decision = routing.after_submit_error(
-                error,
-                attempt.route,
-                attempt.position,
-                now=now,
-                expires_at=job.expires_at,
-                docs=self._docs,
-            )
+            decision = self._after_submit_error(error, job, now)
             if isinstance(decision, routing.Wait):
                 until = decision.until
                 await self._db.write(lambda c: store.postpone(c, attempt.id, until=until))
@@ -280,6 +321,19 @@ class Delivery:
                 del self._recording[key]
             recorded.set()
 
+    def _after_submit_error(
+        self, error: CarrierError, job: Job, now: datetime
+    ) -> routing.Wait | routing.Fail:
+        attempt = job.attempt
+        return routing.after_submit_error(
+            error,
+            attempt.route,
+            attempt.position,
+            now=now,
+            expires_at=job.expires_at,
+            docs=self._docs,
+        )
+
     async def _write_job(
         self, work: Callable[[Connection], AttemptRow | None], previous: Job
     ) -> tuple[Job | None, Verification | Message | None]:
@@ -293,8 +347,7 @@ class Delivery:
         following, latest = await self._db.write(tracked)
         if following is None:
             return None, latest
-        sms = dataclasses.replace(previous.sms, attempt_id=following.id)
-        return Job(following, sms, previous.expires_at), None
+        return _following(previous, following), None
 
     # --- transactions -------------------------------------------------------
 

@@ -7,6 +7,7 @@ dispatchers, racing on one attempt cannot both win.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,6 +23,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 
 from relay.carriers.base import DeliveryReport, ReportStatus
 from relay.db.tables import UtcDateTime, attempts, early_reports, usage
@@ -327,15 +329,17 @@ def count_usage(
         "carrier": carrier,
         "outcome": outcome,
     }
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as upsert
-    else:
-        from sqlalchemy.dialects.sqlite import insert as upsert  # type: ignore[assignment]
-    statement = upsert(usage).values(**key, count=1)
-    statement = statement.on_conflict_do_update(
-        index_elements=list(key), set_={"count": U.count + 1}
-    )
-    conn.execute(statement)
+    conn.execute(_count_usage_statement(conn.dialect.name), {**key, "count": 1})
+
+
+_USAGE_KEY = ["account_id", "day", "country", "carrier", "outcome"]
+
+
+@functools.cache
+def _count_usage_statement(dialect: str) -> Any:
+    """Built once per database kind: it runs for every live attempt that ends."""
+    statement = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(usage)
+    return statement.on_conflict_do_update(index_elements=_USAGE_KEY, set_={"count": U.count + 1})
 
 
 @dataclass(frozen=True)
@@ -380,6 +384,12 @@ _ATTEMPTS_OF_MESSAGES = (
     .where(A.message_id.in_(bindparam("ids", expanding=True)))
     .order_by(A.message_id, A.id)
 )
+# One owner, the common case (every load): an expanding IN is rendered anew
+# on each execution, a plain equality is compiled once.
+_ATTEMPTS_OF_VERIFICATION = (
+    select(attempts).where(A.verification_id == bindparam("owner")).order_by(A.id)
+)
+_ATTEMPTS_OF_MESSAGE = select(attempts).where(A.message_id == bindparam("owner")).order_by(A.id)
 
 
 def attempts_of(
@@ -389,8 +399,13 @@ def attempts_of(
     grouped: dict[str, list[Attempt]] = {i: [] for i in ids}
     if not ids:
         return grouped
-    query = _ATTEMPTS_OF_MESSAGES if messages else _ATTEMPTS_OF_VERIFICATIONS
-    for row in conn.execute(query, {"ids": list(ids)}):
+    if len(ids) == 1:
+        query = _ATTEMPTS_OF_MESSAGE if messages else _ATTEMPTS_OF_VERIFICATION
+        params: dict[str, Any] = {"owner": ids[0]}
+    else:
+        query = _ATTEMPTS_OF_MESSAGES if messages else _ATTEMPTS_OF_VERIFICATIONS
+        params = {"ids": list(ids)}
+    for row in conn.execute(query, params):
         owner = row.message_id if messages else row.verification_id
         grouped[owner].append(
             Attempt(

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, Row, insert, or_, select, update
+from sqlalchemy import Connection, Row, bindparam, insert, or_, select, update
 from sqlalchemy.sql import ColumnElement
 
 from relay.clock import isoformat
-from relay.db.tables import events, webhook_attempts
+from relay.db.tables import UtcDateTime, events, webhook_attempts
 from relay.events.models import DeliveryStatus, EventType, NewEvent
 
 # Connection flag: this transaction wrote an event that has a webhook to deliver.
@@ -79,12 +80,44 @@ def _leasable(now: datetime) -> ColumnElement[bool]:
 
 def any_due(conn: Connection, *, now: datetime) -> bool:
     """Whether some delivery is due, leased or not (a dead worker's lease may be over)."""
-    due = (
-        select(E.id)
-        .where(E.delivery_status == DeliveryStatus.PENDING, E.next_attempt_at <= now)
-        .limit(1)
+    return conn.execute(_ANY_DUE, {"now": now}).first() is not None
+
+
+# The claim runs every time the delivery loop wakes: its statements are built once.
+_NOW = bindparam("now", type_=UtcDateTime())
+_ANY_DUE = (
+    select(E.id)
+    .where(E.delivery_status == DeliveryStatus.PENDING, E.next_attempt_at <= _NOW)
+    .limit(1)
+)
+_LEASABLE_NOW = or_(E.lease_until.is_(None), E.lease_until <= _NOW)
+_CLAIM = (
+    update(events)
+    .where(
+        E.id.in_(bindparam("ready", expanding=True)),
+        E.delivery_status == DeliveryStatus.PENDING,
+        _LEASABLE_NOW,
     )
-    return conn.execute(due).first() is not None
+    .values(
+        attempt_count=E.attempt_count + 1,
+        lease_owner=bindparam("owner"),
+        lease_until=bindparam("lease_ends"),
+    )
+    .returning(E.id, E.account_id, E.webhook_url, E.payload, E.attempt_count)
+)
+
+
+@functools.cache
+def _due_statement(dialect: str, *, busy: bool) -> Any:
+    due = select(E.id, E.attempt_count, E.lease_until).where(
+        E.delivery_status == DeliveryStatus.PENDING, E.next_attempt_at <= _NOW, _LEASABLE_NOW
+    )
+    if busy:
+        due = due.where(E.id.not_in(bindparam("busy", expanding=True)))
+    due = due.order_by(E.next_attempt_at).limit(bindparam("limit"))
+    if dialect == "postgresql":
+        due = due.with_for_update(skip_locked=True)
+    return due
 
 
 def claim_due(
@@ -104,15 +137,11 @@ def claim_due(
     transaction (BEGIN IMMEDIATE) already excludes every other writer. The
     UPDATE restates the due condition either way.
     """
-    due = select(E.id, E.attempt_count, E.lease_until).where(
-        E.delivery_status == DeliveryStatus.PENDING, E.next_attempt_at <= now, _leasable(now)
-    )
+    statement = _due_statement(conn.dialect.name, busy=bool(busy))
+    params: dict[str, Any] = {"now": now, "limit": limit}
     if busy:
-        due = due.where(E.id.not_in(list(busy)))
-    due = due.order_by(E.next_attempt_at).limit(limit)
-    if conn.dialect.name == "postgresql":
-        due = due.with_for_update(skip_locked=True)
-    rows = list(conn.execute(due))
+        params["busy"] = list(busy)
+    rows = list(conn.execute(statement, params))
     for row in rows:
         if row.lease_until is not None:
             # Leased, never recorded, lease over: the worker died mid-attempt.
@@ -124,10 +153,7 @@ def claim_due(
     if not ready:
         return []
     claimed = conn.execute(
-        update(events)
-        .where(E.id.in_(ready), E.delivery_status == DeliveryStatus.PENDING, _leasable(now))
-        .values(attempt_count=E.attempt_count + 1, lease_owner=owner, lease_until=lease_until)
-        .returning(E.id, E.account_id, E.webhook_url, E.payload, E.attempt_count)
+        _CLAIM, {"ready": ready, "now": now, "owner": owner, "lease_ends": lease_until}
     )
     return [
         Claim(r.id, r.account_id, r.webhook_url, r.payload.encode(), r.attempt_count, owner)
@@ -149,6 +175,25 @@ def _drop(conn: Connection, ids: Sequence[str], *, now: datetime) -> None:
         )
 
 
+# Built once: they run for every webhook attempt.
+_RECORD_ATTEMPT = (
+    update(events)
+    .where(
+        E.id == bindparam("event_id"),
+        E.lease_owner == bindparam("owner"),
+        E.attempt_count == bindparam("number"),
+        E.delivery_status == DeliveryStatus.PENDING,
+    )
+    .values(
+        delivery_status=bindparam("outcome"),
+        next_attempt_at=bindparam("next_attempt_at"),
+        lease_until=None,
+        lease_owner=None,
+    )
+)
+_INSERT_ATTEMPT = insert(webhook_attempts)
+
+
 def record_attempt(
     conn: Connection,
     claim: Claim,
@@ -161,19 +206,14 @@ def record_attempt(
     # The lease owner in the WHERE: a worker that overran its lease must not
     # overwrite the state written by the worker that took the row over.
     result = conn.execute(
-        update(events)
-        .where(
-            E.id == claim.event_id,
-            E.lease_owner == claim.owner,
-            E.attempt_count == claim.number,
-            E.delivery_status == DeliveryStatus.PENDING,
-        )
-        .values(
-            delivery_status=outcome,
-            next_attempt_at=next_attempt_at,
-            lease_until=None,
-            lease_owner=None,
-        )
+        _RECORD_ATTEMPT,
+        {
+            "event_id": claim.event_id,
+            "owner": claim.owner,
+            "number": claim.number,
+            "outcome": outcome,
+            "next_attempt_at": next_attempt_at,
+        },
     )
     if result.rowcount != 1:
         return False
@@ -183,14 +223,15 @@ def record_attempt(
 
 def _insert_attempt(conn: Connection, event_id: str, number: int, attempt: AttemptRecord) -> None:
     conn.execute(
-        insert(webhook_attempts).values(
-            event_id=event_id,
-            number=number,
-            at=attempt.at,
-            status_code=attempt.status_code,
-            error=attempt.error,
-            duration_ms=attempt.duration_ms,
-        )
+        _INSERT_ATTEMPT,
+        {
+            "event_id": event_id,
+            "number": number,
+            "at": attempt.at,
+            "status_code": attempt.status_code,
+            "error": attempt.error,
+            "duration_ms": attempt.duration_ms,
+        },
     )
 
 

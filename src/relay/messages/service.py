@@ -36,7 +36,9 @@ class SendRequest:
 @dataclass(frozen=True)
 class _Queued:
     message_id: str
-    job: Job
+    # What this process still submits over the network, after the creating transaction.
+    job: Job | None
+    # As the creating transaction left it; None only while `job` is still to send.
     message: Message | None
 
 
@@ -68,7 +70,7 @@ class MessageService:
         )
         if isinstance(queued, RateLimitError):
             raise queued
-        if queued.message is not None:
+        if queued.job is None and queued.message is not None:
             return queued.message
         latest = await self._delivery.dispatch(queued.job)
         if isinstance(latest, Message):
@@ -103,7 +105,6 @@ class MessageService:
         )
         store.insert_message(conn, scope, new, now)
         queued = self._delivery.queue_first(conn, route, now=now, message_id=message_id)
-        self._abuse.record_send(conn, scope, destination, now=now)
         body = render_sms(
             locale=request.locale,
             brand=caller.brand,
@@ -119,8 +120,12 @@ class MessageService:
             expires_at=new.expires_at,
             message=True,
         )
-        loaded = None if self._delivery.dispatching else store.load(conn, scope, message_id)
-        return _Queued(message_id, job, loaded)
+        left, latest = self._delivery.submit_in_transaction(conn, job, now=now)
+        if left is None and not isinstance(latest, Message):
+            latest = store.load(conn, scope, message_id)
+        # Last: shared counter rows, locked until commit on PostgreSQL (see verifications).
+        self._abuse.record_send(conn, scope, destination, now=now)
+        return _Queued(message_id, left, latest if isinstance(latest, Message) else None)
 
     async def retrieve(self, caller: Caller, message_id: str) -> Message:
         found = await self._db.read(lambda c: store.load(c, caller.scope, message_id))

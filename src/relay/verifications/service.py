@@ -68,8 +68,9 @@ class _Opened:
 @dataclass(frozen=True)
 class _Sent:
     verification_id: str
-    job: Job
-    # Loaded in the creating transaction only when no dispatch follows here.
+    # What this process still submits over the network, after the creating transaction.
+    job: Job | None
+    # As the creating transaction left it; None only while `job` is still to send.
     verification: Verification | None
 
 
@@ -111,7 +112,7 @@ class VerificationService:
             )
         if isinstance(sent, RateLimitError):
             raise sent
-        if sent.verification is not None:
+        if sent.job is None and sent.verification is not None:
             return sent.verification
         # This process sends: answer once the carrier has taken (or refused) the SMS.
         latest = await self._delivery.dispatch(sent.job)
@@ -147,7 +148,6 @@ class VerificationService:
             opened = self._resend(conn, scope, existing, now)
         verification_id, code = opened.id, opened.code
         queued = self._delivery.queue_first(conn, route, now=now, verification_id=verification_id)
-        self._abuse.record_send(conn, scope, destination, now=now)
         body = render_sms(
             locale=opened.locale,
             brand=caller.brand,
@@ -162,8 +162,13 @@ class VerificationService:
             body=body,
             expires_at=opened.expires_at,
         )
-        loaded = None if self._delivery.dispatching else self._load(conn, scope, verification_id)
-        return _Sent(verification_id, job, loaded)
+        left, latest = self._delivery.submit_in_transaction(conn, job, now=now)
+        if left is None and not isinstance(latest, Verification):
+            latest = self._load(conn, scope, verification_id)
+        # Last: the account's and the country's counters are rows that every send
+        # updates, and on PostgreSQL a row lock is held until commit.
+        self._abuse.record_send(conn, scope, destination, now=now)
+        return _Sent(verification_id, left, latest if isinstance(latest, Verification) else None)
 
     def _open(
         self,
@@ -256,8 +261,6 @@ class VerificationService:
         if refusal:
             return self._load(conn, scope, target), refusal
         status = store.count_check(conn, scope, target, correct=correct, now=now)
-        if status is not None:
-            self._abuse.record_check(conn, scope, destination, correct=correct, now=now)
         if status is None:
             # Not open: report why, after closing it if its TTL ran out unnoticed.
             if store.expire_one(conn, scope, target, now=now):
@@ -269,6 +272,8 @@ class VerificationService:
             self._emit(conn, verification, EventType.VERIFICATION_APPROVED, now)
         elif status is Status.MAX_ATTEMPTS_REACHED:
             self._emit(conn, verification, EventType.VERIFICATION_MAX_ATTEMPTS_REACHED, now)
+        # Last, for the same reason as in create: shared counter rows, locked until commit.
+        self._abuse.record_check(conn, scope, destination, correct=correct, now=now)
         return verification, None
 
     async def cancel(self, caller: Caller, verification_id: str) -> Verification:

@@ -110,6 +110,8 @@ def _from_row(row: Row[Any], found: Sequence[Attempt] = ()) -> Verification:
 
 _PUBLIC_COLUMNS = [c for c in verifications.c if c.name not in ("code_mac", "sealed_code")]
 _LOAD = select(*_PUBLIC_COLUMNS).where(*_THIS)
+# Without a scope: the delivery layer's load, once per event it records.
+_LOAD_ANY = select(*_PUBLIC_COLUMNS).where(V.id == bindparam("verification_id"))
 _LOAD_SECRETS = select(V.code_mac, V.sealed_code).where(*_THIS)
 _CHECK_MATERIAL = select(V.code_mac, V.to_number, V.country).where(*_THIS)
 _PENDING_ID = select(V.id).where(
@@ -323,7 +325,7 @@ def _filters(query: ListQuery, now: datetime) -> list[ColumnElement[bool]]:
 
 def load_any(conn: Connection, verification_id: str) -> Verification | None:
     """Load without an account scope: for background work only, never for requests."""
-    row = conn.execute(select(*_PUBLIC_COLUMNS).where(V.id == verification_id)).first()
+    row = conn.execute(_LOAD_ANY, {"verification_id": verification_id}).first()
     if row is None:
         return None
     return _from_row(row, attempts_of(conn, [row.id], livemode=row.livemode)[row.id])
