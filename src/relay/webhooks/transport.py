@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import select
+import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
@@ -265,9 +267,10 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         for address in addresses:
             try:
                 # An IP literal: the inner backend does no DNS lookup of its own.
-                return await self._inner.connect_tcp(
+                stream = await self._inner.connect_tcp(
                     str(address), port, timeout, local_address, socket_options
                 )
+                return KeptSocketStream(stream)
             except (httpcore.ConnectError, httpcore.ConnectTimeout, OSError) as exc:
                 last_error = exc
         assert last_error is not None  # resolve_permitted never returns an empty list
@@ -275,6 +278,53 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
 
     async def sleep(self, seconds: float) -> None:
         await self._inner.sleep(seconds)
+
+
+class KeptSocketStream(httpcore.AsyncNetworkStream):
+    """A network stream that answers httpcore's `is_readable` from the socket kept at connect.
+
+    httpcore asks every pooled connection `is_readable` on every request (has
+    the receiver closed it?). anyio's TLS stream rebuilds its whole attribute
+    map for each such lookup: with 16 pooled connections that was a fifth of
+    webhook delivery's CPU (py-spy, bench/webhook_bench.py). The socket is the
+    same before and after TLS, so it is looked up once.
+    """
+
+    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
+        self._inner = inner
+        self._socket: socket.socket | None = inner.get_extra_info("socket")
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
+        return await self._inner.read(max_bytes, timeout)
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        await self._inner.write(buffer, timeout)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 -- httpcore's interface
+    ) -> httpcore.AsyncNetworkStream:
+        secured = await self._inner.start_tls(ssl_context, server_hostname, timeout)
+        return KeptSocketStream(secured)
+
+    def get_extra_info(self, info: str) -> object:
+        if info == "is_readable":
+            return socket_is_readable(self._socket)
+        return self._inner.get_extra_info(info)
+
+
+def socket_is_readable(sock: socket.socket | None) -> bool:
+    """Would a read return at once (data, or the end of a closed connection)?"""
+    if sock is None or sock.fileno() < 0:
+        return True  # gone: the next read returns b"", as for a closed connection
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 class GuardedTransport(httpx.AsyncBaseTransport):
