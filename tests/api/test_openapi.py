@@ -148,3 +148,16 @@ def test_healthz_answers_ok_without_a_key(anonymous: httpx.Client) -> None:
     assert response.status_code == 200
     assert response.json() == {"ok": True}
     assert response.headers["request-id"].startswith("req_")
+
+
+def test_every_post_declares_the_optional_idempotency_key_header(
+    document: dict[str, Any],
+) -> None:
+    posts = [ops["post"] for ops in document["paths"].values() if "post" in ops]
+    assert len(posts) >= 4
+    for operation in posts:
+        headers = [p for p in operation.get("parameters", []) if p["in"] == "header"]
+        assert [(h["name"], h["required"]) for h in headers] == [("Idempotency-Key", False)]
+        assert headers[0]["schema"]["maxLength"] == 255
+    gets = [ops["get"] for ops in document["paths"].values() if "get" in ops]
+    assert all(p["in"] != "header" for op in gets for p in op.get("parameters", []))

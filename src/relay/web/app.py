@@ -20,7 +20,7 @@ from relay.web import errors as error_map
 from relay.web.carrier_routes import router as carrier_router
 from relay.web.docs import api_page, errors_page
 from relay.web.event_routes import router as event_router
-from relay.web.idempotency import IdempotencyMiddleware
+from relay.web.idempotency import IdempotencyMiddleware, document_header
 from relay.web.message_routes import router as message_router
 from relay.web.middleware import EdgeMiddleware
 from relay.web.ratelimit import RateLimitMiddleware
@@ -76,6 +76,7 @@ def create_app(services: Services, *, background: bool = True) -> FastAPI:
     app.add_middleware(RateLimitMiddleware, services=services)
     app.add_middleware(EdgeMiddleware, trusted_proxies=services.settings.trusted_proxies)
     _add_pages(app)
+    document_header(app)
     return app
 
 
