@@ -24,7 +24,6 @@ import os
 import secrets
 import ssl
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,7 +37,7 @@ import httpx
 from sqlalchemy import Connection, insert, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
-from verify_bench import free_port, running, wait_ready
+from verify_bench import bench_account, free_port, running, wait_ready
 
 from relay.db.engine import open_database, sync_url
 from relay.db.tables import verifications
@@ -115,16 +114,7 @@ def run(data: Path, url: str, rows: int, page: int, requests: int, warmup: int) 
         "RELAY_LOG_LEVEL": "warning",
     }
     relay = str(Path(sys.executable).parent / "relay")
-    subprocess.run([relay, "migrate"], env=env, check=True, capture_output=True)
-    account = json.loads(
-        subprocess.run(
-            [relay, "accounts", "create", "Bench", "--json"],
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-    )
+    account = bench_account(relay, env)
     loaded = asyncio.run(load(url, account["id"], rows, page))
     print(
         f"loaded {loaded.rows:,} rows in {loaded.seconds:.1f}s "

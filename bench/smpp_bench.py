@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import shutil
 import ssl
@@ -41,7 +40,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.verify_bench import free_port, wait_ready  # noqa: E402
+from bench.verify_bench import bench_account, free_port, wait_ready  # noqa: E402
 from tests.carriers.smpp_peer import SmppPeer, install_peer  # noqa: E402
 
 from relay.tls import CertificatePaths, ensure_self_signed  # noqa: E402
@@ -132,16 +131,7 @@ def recreate_pg(url: str) -> None:
 
 def prepare(env: dict[str, str]) -> str:
     """Migrate, create the bench account, return its live key."""
-    subprocess.run([RELAY, "migrate"], env=env, check=True, capture_output=True)
-    created = subprocess.run(
-        [RELAY, "accounts", "create", "Bench", "--json"],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    key: str = json.loads(created.stdout)["live_key"]
-    return key
+    return bench_account(RELAY, env)["live_key"]
 
 
 def relay_side(args: argparse.Namespace, work: Path, peer_port: int) -> Outcome:

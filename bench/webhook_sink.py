@@ -2,8 +2,9 @@
 
 Run by bench/smpp_bench.py in a process of its own (uvicorn, TLS), so that
 receiving webhooks does not compete with the load generator for one
-interpreter. `GET /stats` answers `{"counts": {type: n}, "last": seconds}`,
-where `last` is the monotonic clock of the last `message.delivered`.
+interpreter. `GET /stats` answers `{"counts": {type: n}, "first": seconds,
+"last": seconds}`, where `first` and `last` are the monotonic clock (shared by
+every process of the machine) of the first and last `message.delivered`.
 
   python bench/webhook_sink.py --port 9443 --cert c.pem --key k.pem
 """
@@ -25,15 +26,16 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 counts: Counter[str] = Counter()
+first_delivered = 0.0
 last_delivered = 0.0
 
 
 async def app(scope: Scope, receive: Receive, send: Send) -> None:
-    global last_delivered
+    global first_delivered, last_delivered
     if scope["type"] != "http":
         return
     if scope["method"] == "GET":
-        body = orjson.dumps({"counts": counts, "last": last_delivered})
+        body = orjson.dumps({"counts": counts, "first": first_delivered, "last": last_delivered})
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": body})
         return
@@ -43,10 +45,17 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
         chunks.append(message.get("body", b""))
         if not message.get("more_body"):
             break
-    kind = orjson.loads(b"".join(chunks)).get("type", "?")
+    try:
+        kind = str(orjson.loads(b"".join(chunks)).get("type", "?"))
+    except (orjson.JSONDecodeError, AttributeError):
+        # A sender that went away mid-body (http.disconnect): nothing to count.
+        await send({"type": "http.response.start", "status": 400, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+        return
     counts[kind] += 1
     if kind == "message.delivered":
         last_delivered = time.monotonic()
+        first_delivered = first_delivered or last_delivered
     await send({"type": "http.response.start", "status": 204, "headers": []})
     await send({"type": "http.response.body", "body": b""})
 

@@ -1,0 +1,203 @@
+"""Create, check and retrieve through the ASGI app in this process: no TLS, no socket, no wrk.
+
+What one request costs inside Relay, with the HTTP server and the load
+generator taken out: the figures wrk cannot separate from the machine's noise.
+Builds the real app (every middleware, FastAPI, the services, the sandbox
+carriers) over a fresh SQLite database, or PostgreSQL with `--db pg`, and calls
+it with `--concurrency` requests in flight. Reports, per call: wall time, CPU
+time of this process, and SQL statements sent (counted at the driver).
+
+Usage:
+  .venv/bin/python bench/in_process.py [--calls 400] [--concurrency 1] [--db sqlite|pg]
+  .venv/bin/python bench/in_process.py --smoke     # 40 calls, for CI
+PostgreSQL: RELAY_BENCH_INPROCESS_PG, default postgresql://127.0.0.1:5432/relay_bench_inprocess;
+create it once: psql -h 127.0.0.1 -U postgres -c 'CREATE DATABASE relay_bench_inprocess'
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from relay.config import Settings  # noqa: E402
+from relay.db.migrate import upgrade  # noqa: E402
+from relay.services import build_services  # noqa: E402
+from relay.web.app import create_app  # noqa: E402
+
+PG_URL = os.environ.get(
+    "RELAY_BENCH_INPROCESS_PG", "postgresql://127.0.0.1:5432/relay_bench_inprocess"
+)
+CODE_KEY = "bench-code-key-0123456789-0123456789-abcdef"
+
+App = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
+
+
+async def call(app: App, method: str, path: str, body: bytes, key: str) -> tuple[int, bytes]:
+    """One request through the ASGI app, as uvicorn would pass it."""
+    scope = {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "headers": [
+            (b"host", b"localhost"),
+            (b"content-type", b"application/json"),
+            (b"authorization", f"Bearer {key}".encode()),
+            (b"content-length", str(len(body)).encode()),
+        ],
+        "scheme": "https",
+        "client": ("127.0.0.1", 50000),
+        "server": ("localhost", 443),
+        "http_version": "1.1",
+        "root_path": "",
+        "asgi": {"version": "3.0"},
+        "state": {},
+    }
+    delivered = False
+    answer: dict[str, Any] = {"status": 0, "body": b""}
+
+    async def receive() -> dict[str, Any]:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()  # the client never disconnects
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            answer["status"] = message["status"]
+        elif message["type"] == "http.response.body":
+            answer["body"] += message.get("body", b"")
+
+    await app(scope, receive, send)
+    return answer["status"], answer["body"]
+
+
+def number() -> bytes:
+    return json.dumps({"to": f"+1415{random.randint(2_000_000, 9_999_999)}"}).encode()
+
+
+def bench_settings(args: argparse.Namespace, data_dir: Path) -> Settings:
+    url = PG_URL if args.db == "pg" else f"sqlite:///{data_dir / 'relay.sqlite3'}"
+    return Settings(
+        data_dir=data_dir,
+        database_url=url,
+        code_key=CODE_KEY,
+        # Limits that would refuse a benchmark's load, not limits under test.
+        rate_limit=1_000_000,
+        rate_limit_burst=1_000_000,
+        pumping_guard="off",
+        daily_sms_cap=1_000_000_000,
+        number_verifications_per_hour=1_000_000,
+    )
+
+
+async def measure(args: argparse.Namespace, settings: Settings) -> None:
+    services = build_services(settings)
+    key = (await services.accounts.create_account("Bench")).test_key
+    app = create_app(services)
+    statements = 0
+
+    def count(*_: Any) -> None:
+        nonlocal statements
+        statements += 1
+
+    for engine in services.db.engines:  # type: ignore[attr-defined]
+        event.listen(engine, "before_cursor_execute", count)
+    ids: list[str] = []
+    gate = asyncio.Semaphore(args.concurrency)
+
+    async def create() -> None:
+        status, body = await call(app, "POST", "/v1/verifications", number(), key)
+        assert status == 200, body
+        ids.append(json.loads(body)["id"])
+
+    async def check(i: int) -> None:
+        body = json.dumps({"id": ids[i], "code": "123456"}).encode()
+        status, answer = await call(app, "POST", "/v1/verifications/check", body, key)
+        assert status == 200, answer
+
+    async def retrieve(i: int) -> None:
+        status, answer = await call(app, "GET", f"/v1/verifications/{ids[i]}", b"", key)
+        assert status == 200, answer
+
+    async def gated(work: Awaitable[None]) -> None:
+        async with gate:
+            await work
+
+    async with app.router.lifespan_context(app):
+        for _ in range(args.warmup):
+            await create()
+        ids.clear()
+        print(
+            f"db={args.db} calls={args.calls} concurrency={args.concurrency} "
+            "(ASGI app called in-process: no TLS, no socket)"
+        )
+        print(f"{'call':9} {'per s':>8} {'µs wall':>9} {'µs CPU':>8} {'statements':>11}")
+        runs: list[tuple[str, Callable[[int], Awaitable[None]]]] = [
+            ("create", lambda _: create()),
+            ("check", check),
+            ("retrieve", retrieve),
+        ]
+        for name, work in runs:
+            statements = 0
+            started, cpu = time.perf_counter(), time.process_time()
+            await asyncio.gather(*(gated(work(i)) for i in range(args.calls)))
+            wall = time.perf_counter() - started
+            used = time.process_time() - cpu
+            print(
+                f"{name:9} {args.calls / wall:8,.0f} {wall / args.calls * 1e6:9,.0f} "
+                f"{used / args.calls * 1e6:8,.0f} {statements / args.calls:11.1f}"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--db", choices=["sqlite", "pg"], default="sqlite")
+    parser.add_argument("--calls", type=int, default=400)
+    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--smoke", action="store_true", help="40 calls, for CI")
+    args = parser.parse_args()
+    if args.smoke:
+        args.calls, args.warmup = 40, 5
+    if args.db == "pg":
+        from bench.verify_bench import _require_database
+
+        asyncio.run(_require_database(PG_URL))
+        asyncio.run(_reset_pg())
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = bench_settings(args, Path(tmp))
+        upgrade(settings.resolved_database_url)  # runs its own event loop on PostgreSQL
+        asyncio.run(measure(args, settings))
+
+
+async def _reset_pg() -> None:
+    """A clean schema each run: the bench database holds nothing else."""
+    import asyncpg
+
+    connection = await asyncpg.connect(PG_URL)
+    try:
+        await connection.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+    finally:
+        await connection.close()
+
+
+if __name__ == "__main__":
+    main()
