@@ -251,7 +251,8 @@ async def test_submit_without_a_response_is_unavailable_after_the_response_timeo
         await carrier.submit(SMS)
 
     assert unavailable.value.code == "smpp_timeout"
-    assert 0.25 <= time.monotonic() - started < 1.0
+    # Upper bound loose for loaded CI machines; the default timeout is 10 s.
+    assert 0.25 <= time.monotonic() - started < 3.0
 
 
 async def test_dropped_connection_fails_inflight_submits_promptly_and_the_carrier_rebinds(
@@ -259,7 +260,7 @@ async def test_dropped_connection_fails_inflight_submits_promptly_and_the_carrie
 ) -> None:
     peer = await start_peer(submit="hold", drop_at_outstanding=3)
     carrier = await start_carrier(
-        peer.port, response_timeout=5.0, window=5, enquire_link_interval=0.05
+        peer.port, response_timeout=10.0, window=5, enquire_link_interval=0.05
     )
 
     started = time.monotonic()
@@ -267,7 +268,7 @@ async def test_dropped_connection_fails_inflight_submits_promptly_and_the_carrie
         *(carrier.submit(SMS) for _ in range(3)), return_exceptions=True
     )
 
-    assert time.monotonic() - started < 1.0, "in-flight submits must not wait for the timeout"
+    assert time.monotonic() - started < 4.0, "in-flight submits must not wait for the timeout"
     assert [type(outcome) for outcome in outcomes] == [CarrierUnavailable] * 3
     assert {outcome.code for outcome in outcomes if isinstance(outcome, CarrierUnavailable)} == {
         "smpp_connection_lost"

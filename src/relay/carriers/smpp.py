@@ -117,6 +117,7 @@ class SmppSettings:
     max_per_second: float | None = None
     enquire_link_interval: float = 30.0
     response_timeout: float = 10.0
+    bind_timeout: float = 10.0
     reconnect_backoff: tuple[float, float] = (0.5, 30.0)
     throttle_retry_after: float = 1.0
     receipt_hold: float = 2.0
@@ -138,7 +139,7 @@ class SmppSettings:
             self.max_per_second is None or _positive(self.max_per_second),
             "max_per_second must be positive",
         )
-        for name in ("enquire_link_interval", "response_timeout", "receipt_hold"):
+        for name in ("enquire_link_interval", "response_timeout", "bind_timeout", "receipt_hold"):
             _check(_positive(getattr(self, name)), f"{name} must be positive")
         _check(self.throttle_retry_after >= 0, "throttle_retry_after must not be negative")
         first, longest = self.reconnect_backoff
@@ -162,6 +163,7 @@ class SmppCarrier:
             window=settings.window,
             enquire_link_interval=settings.enquire_link_interval,
             response_timeout=settings.response_timeout,
+            bind_timeout=settings.bind_timeout,
         )
         self._pacer = Pacer(settings.max_per_second, max_delay=settings.response_timeout)
         self._gate = ReceiptGate(settings.receipt_hold)

@@ -65,6 +65,9 @@ class SessionConfig:
     window: int
     enquire_link_interval: float
     response_timeout: float
+    # Connect and bind_transceiver_resp: a login, which an SMSC across the
+    # internet may take longer over than a submit.
+    bind_timeout: float
 
 
 class SmppSession:
@@ -93,7 +96,7 @@ class SmppSession:
     @classmethod
     async def open(cls, config: SessionConfig, on_deliver: DeliverHandler) -> SmppSession:
         """Connect and bind; raises OSError, TimeoutError or SessionClosedError."""
-        async with asyncio.timeout(config.response_timeout):
+        async with asyncio.timeout(config.bind_timeout):
             reader, writer = await asyncio.open_connection(config.host, config.port)
         session = cls(config, reader, writer, on_deliver)
         session._spawn(session._read_loop())
@@ -140,8 +143,10 @@ class SmppSession:
             self._window.release()
             self._outstanding -= 1
 
-    async def request(self, build: Callable[[int], bytes]) -> codec.Pdu:
-        """Send a request and wait (up to the response timeout) for its response."""
+    async def request(
+        self, build: Callable[[int], bytes], *, answer_within: float | None = None
+    ) -> codec.Pdu:
+        """Send a request and wait for its response (up to the response timeout)."""
         if self._closed.is_set():
             raise SessionClosedError(self._close_reason)
         sequence = self._next_sequence()
@@ -150,7 +155,7 @@ class SmppSession:
         try:
             # The write is inside the timeout too: an SMSC that stops reading
             # fills our send buffer, and drain() would wait for it forever.
-            async with asyncio.timeout(self._config.response_timeout):
+            async with asyncio.timeout(answer_within or self._config.response_timeout):
                 await self._write(build(sequence))
                 return await answer
         finally:
@@ -189,7 +194,8 @@ class SmppSession:
                 system_id=config.system_id,
                 password=config.password,
                 system_type=config.system_type,
-            )
+            ),
+            answer_within=config.bind_timeout,
         )
         if answer.status != codec.ESME_ROK:
             raise BindRefusedError(answer.status)
