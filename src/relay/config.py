@@ -56,6 +56,9 @@ class Settings(BaseSettings):
     # How long a worker holds a delivery; must outlast webhook_timeout. Unset:
     # webhook_timeout + 10 s. A killed worker's delivery is retried after it.
     webhook_lease: float | None = Field(None, gt=0, le=3600)
+    # How often an idle delivery loop looks for work it was not woken for: events
+    # another process wrote, expired leases. Its own commits wake it at once.
+    webhook_poll_interval: float = Field(0.5, gt=0, le=60)
     # False when separate `relay worker` processes do the background work.
     serve_background: bool = True
 

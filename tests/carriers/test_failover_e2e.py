@@ -27,7 +27,7 @@ from tests.webhooks.receiver import isolated_database
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 ESME_RSUBMITFAIL, ESME_RTHROTTLED = 0x45, 0x58
-RECEIPT_TIMEOUT = 1.5
+RECEIPT_TIMEOUT = 3.0  # seconds; a loaded CI machine must not miss a real receipt
 DELIVERED = {"stat": "DELIVRD", "form": "tlv"}
 _numbers = itertools.count(2000)
 
@@ -66,7 +66,7 @@ def smpp(port: int, **extra: Any) -> dict[str, Any]:
         "port": port,
         "system_id": "relay",
         "password": "secret",
-        "response_timeout": 1.0,
+        "response_timeout": 5.0,  # no test here waits it out; generous for loaded CI
         "reconnect_backoff": [0.05, 0.2],
         "throttle_retry_after": 0.3,
         "receipt_timeout": RECEIPT_TIMEOUT,

@@ -51,7 +51,7 @@ ACCOUNT_SID = "AC0123456789abcdef0123456789abcdef"
 SERVICE_SID = "MG0123456789abcdef0123456789abcdef"
 AUTH_TOKEN = "test-auth-token"
 NOW = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
-TIMEOUT = 0.5
+TIMEOUT = 1.5  # seconds; generous, as the fake Twilio shares this test process
 CALLBACK_PATH = "/carriers/twilio-main/status"
 SECRET_BODY = "Your Relay code is 482916"
 SMS = OutboundSms(attempt_id="att_1", to="+15558675310", sender="Relay", body=SECRET_BODY)
@@ -315,7 +315,7 @@ class TestTheCarrierOverLoopback:
             await relay.carrier.submit(SMS)
 
         assert unavailable.value.code == "twilio_timeout"
-        assert time.monotonic() - started < TIMEOUT + 0.5
+        assert time.monotonic() - started < TIMEOUT + 2.0  # loose for loaded CI machines
 
     @pytest.mark.parametrize(
         ("form", "violation"),

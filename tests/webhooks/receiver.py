@@ -35,9 +35,11 @@ from relay.db.engine import is_postgres
 from relay.db.migrate import upgrade
 from tests.harness import RunningServer, ServerThread, test_settings
 
-# Short, so retries take milliseconds; spread apart, so their order shows under load.
-SCHEDULE = (0.05, 0.3, 0.8)
-TIMEOUT = 0.5
+# Short, so retries take well under seconds; spread apart, so their order shows.
+SCHEDULE = (0.05, 0.6, 1.6)
+# Generous: the receiver is a thread of the test process, beside Relay's own
+# thread, and on a loaded CI machine a plain 302 once took over 1 s to arrive.
+TIMEOUT = 2.5
 
 # --- a test CA and a certificate for localhost / 127.0.0.1 ------------------
 
@@ -326,7 +328,8 @@ def settled(api: httpx.Client, related: str, count: int) -> list[dict[str, Any]]
         return len(found) >= count and all(e["delivery_status"] != "pending" for e in found)
 
     # Polled gently: the server under test is also the one delivering.
-    wait_until(done, what=f"{count} settled events for {related}", interval=0.05)
+    # The longest case, a receiver that never answers, takes 4 timeouts plus the schedule.
+    wait_until(done, timeout=60, what=f"{count} settled events for {related}", interval=0.05)
     return found
 
 

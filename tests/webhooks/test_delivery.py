@@ -34,6 +34,7 @@ from tests.webhooks.receiver import (
 )
 
 ENVELOPE = {"id", "object", "type", "created_at", "livemode", "data"}
+POLL = 10.0
 _numbers = itertools.count(100)
 
 
@@ -54,7 +55,9 @@ def server(
 ) -> Iterator[RunningServer]:
     """Replaces the suite's server here: this one trusts the receiver and retries fast."""
     url = isolated_database(database_url, "delivery", tmp_path_factory.mktemp("db"))
-    with webhook_server(tmp_path_factory.mktemp("data"), url, identity) as running:
+    data = tmp_path_factory.mktemp("data")
+    # A slow poll: a delivery that comes quickly was woken by its commit.
+    with webhook_server(data, url, identity, webhook_poll_interval=POLL) as running:
         yield running
 
 
@@ -101,7 +104,7 @@ def test_a_2xx_answer_delivers_each_event_once_within_a_moment_signed_with_the_a
     assert [e["delivery_status"] for e in events] == ["delivered", "delivered"]
     for event in events:
         [request] = receiver.for_event(event["id"])
-        assert request.arrived - started < 0.5  # woken by the commit, not by a poll
+        assert request.arrived - started < POLL / 2  # woken by the commit, not by a poll
         assert request.headers["content-type"] == "application/json"
         verify(request.body, request.signature, account.webhook_secret)
         [attempt] = event["delivery_attempts"]
@@ -134,8 +137,8 @@ def test_a_failing_receiver_gets_three_retries_further_and_further_apart_then_th
         assert len({r.body for r in requests}) == 1  # same id, same bytes
         for request in requests:
             verify(request.body, request.signature, account.webhook_secret)
+        # Lower bounds only: a stall of a loaded machine can stretch a gap, never shorten it.
         gaps = [b.arrived - a.arrived for a, b in pairwise(requests)]
-        assert gaps == sorted(gaps)
         for gap, delay in zip(gaps, SCHEDULE, strict=True):
             assert gap >= delay * 0.9
 

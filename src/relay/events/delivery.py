@@ -25,7 +25,6 @@ from relay.webhooks.signature import HEADER, sign
 
 log = logging.getLogger("relay.webhooks")
 
-POLL_INTERVAL = 0.5
 CONCURRENCY = 16
 
 
@@ -35,11 +34,11 @@ class DeliveryWorker:
         events: EventService,
         *,
         concurrency: int = CONCURRENCY,
-        poll_interval: float = POLL_INTERVAL,
+        poll_interval: float | None = None,
     ) -> None:
         self._events = events
         self._concurrency = concurrency
-        self._poll_interval = poll_interval
+        self._poll_interval = poll_interval or events.delivery.poll_interval
         self._inflight: dict[str, asyncio.Task[None]] = {}
         # Retries this loop scheduled itself (a heap): it sleeps no longer than
         # the earliest, so short schedules are kept without faster polling.

@@ -33,6 +33,7 @@ class DeliverySettings:
     schedule: tuple[float, ...]
     allowed_networks: tuple[IpNetwork, ...]
     ca_bundle: str | None
+    poll_interval: float = 0.5
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DeliverySettings:
@@ -47,6 +48,7 @@ class DeliverySettings:
             schedule=tuple(settings.webhook_retry_schedule),
             allowed_networks=tuple(settings.webhook_allowed_networks),
             ca_bundle=None if bundle is None else str(bundle),
+            poll_interval=settings.webhook_poll_interval,
         )
 
 
