@@ -15,6 +15,7 @@ from sqlalchemy import Connection, Table, and_, bindparam, delete, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from relay.abuse.models import Bucket, Kind
+from relay.db.prepared import Prepared
 from relay.db.tables import UtcDateTime, abuse_counters, destination_blocks, verifications
 from relay.verifications.store import Scope
 
@@ -32,14 +33,18 @@ _SUBJECT = (
     C.kind == bindparam("kind"),
     C.subject == bindparam("subject"),
 )
-_WINDOW = select(C.bucket, C.sends, C.approvals, C.failed_checks).where(
-    *_SUBJECT, C.bucket >= bindparam("since", type_=UtcDateTime())
+_WINDOW = Prepared(
+    select(C.bucket, C.sends, C.approvals, C.failed_checks).where(
+        *_SUBJECT, C.bucket >= bindparam("since", type_=UtcDateTime())
+    )
 )
-_OPENED = select(V.created_at).where(
-    V.account_id == bindparam("scope_account"),
-    V.livemode == bindparam("scope_livemode"),
-    V.to_number == bindparam("to"),
-    V.created_at > bindparam("since", type_=UtcDateTime()),
+_OPENED = Prepared(
+    select(V.created_at).where(
+        V.account_id == bindparam("scope_account"),
+        V.livemode == bindparam("scope_livemode"),
+        V.to_number == bindparam("to"),
+        V.created_at > bindparam("since", type_=UtcDateTime()),
+    )
 )
 
 
@@ -47,6 +52,11 @@ def _insert(conn: Connection, table: Table) -> postgresql.Insert | sqlite.Insert
     if conn.dialect.name == "postgresql":
         return postgresql.insert(table)
     return sqlite.insert(table)
+
+
+@functools.cache
+def _bump_one(dialect: str) -> Prepared:
+    return Prepared(_bump_statement(dialect))
 
 
 @functools.cache
@@ -84,8 +94,8 @@ def bump(
     approvals: int = 0,
     failed_checks: int = 0,
 ) -> None:
-    conn.execute(
-        _bump_statement(conn.dialect.name),
+    _bump_one(conn.dialect.name).execute(
+        conn,
         {
             "account_id": scope.account_id,
             "livemode": scope.livemode,
@@ -102,7 +112,7 @@ def bump(
 # Up to four (kind, subject, since) windows in one round trip: a send reads the
 # number's, its prefix's, its country's and the account's counters together.
 _MAX_WINDOWS = 4
-_WINDOWS = select(C.kind, C.subject, C.bucket, C.sends, C.approvals, C.failed_checks).where(
+_WINDOWS_SQL = select(C.kind, C.subject, C.bucket, C.sends, C.approvals, C.failed_checks).where(
     C.account_id == bindparam("scope_account"),
     C.livemode == bindparam("scope_livemode"),
     or_(
@@ -117,7 +127,7 @@ _WINDOWS = select(C.kind, C.subject, C.bucket, C.sends, C.approvals, C.failed_ch
     ),
 )
 _MAX_BLOCKS = 2
-_BLOCKS = select(B.kind, B.subject, B.blocked_until).where(
+_BLOCKS_SQL = select(B.kind, B.subject, B.blocked_until).where(
     B.account_id == bindparam("scope_account"),
     B.livemode == bindparam("scope_livemode"),
     or_(
@@ -127,6 +137,8 @@ _BLOCKS = select(B.kind, B.subject, B.blocked_until).where(
         )
     ),
 )
+_WINDOWS = Prepared(_WINDOWS_SQL)
+_BLOCKS = Prepared(_BLOCKS_SQL)
 
 Window = tuple[Kind, str, datetime]
 
@@ -142,7 +154,7 @@ def windows(
     for i, (kind, subject, since) in enumerate(padded):
         params.update({f"kind_{i}": kind.value, f"subject_{i}": subject, f"since_{i}": since})
     found: dict[tuple[Kind, str], list[Bucket]] = {(k, s): [] for k, s, _ in wanted}
-    for row in conn.execute(_WINDOWS, params):
+    for row in _WINDOWS.execute(conn, params):
         key = (Kind(row.kind), row.subject)
         found[key].append(Bucket(row.bucket, row.sends, row.approvals, row.failed_checks))
     return found
@@ -159,7 +171,7 @@ def blocks(
     for i, (kind, subject) in enumerate(padded):
         params.update({f"kind_{i}": kind.value, f"subject_{i}": subject})
     return {
-        (Kind(row.kind), row.subject): row.blocked_until for row in conn.execute(_BLOCKS, params)
+        (Kind(row.kind), row.subject): row.blocked_until for row in _BLOCKS.execute(conn, params)
     }
 
 
@@ -192,7 +204,7 @@ def bump_many(
 def window(
     conn: Connection, scope: Scope, kind: Kind, subject: str, *, since: datetime
 ) -> list[Bucket]:
-    rows = conn.execute(_WINDOW, _subject(scope, kind, subject, since=since))
+    rows = _WINDOW.execute(conn, _subject(scope, kind, subject, since=since))
     return [Bucket(row.bucket, row.sends, row.approvals, row.failed_checks) for row in rows]
 
 
@@ -225,7 +237,7 @@ def verifications_opened(
         "to": to,
         "since": since,
     }
-    return list(conn.execute(_OPENED, params).scalars())
+    return _OPENED.execute(conn, params).scalars()
 
 
 def prune(conn: Connection, *, counters_before: datetime, now: datetime) -> int:

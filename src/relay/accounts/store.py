@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, bindparam, func, insert, or_, select, update
 
 from relay.accounts.models import ApiKey, Caller
+from relay.db.prepared import Prepared
 from relay.db.tables import UtcDateTime, accounts, api_keys, webhook_secrets
 
 K = api_keys.c
@@ -81,7 +82,7 @@ def revoke_key(conn: Connection, key_id: str, *, now: datetime) -> bool:
 
 
 # Built once: authentication runs on every request.
-_CALLER_FOR_HASH = (
+_CALLER_FOR_HASH = Prepared(
     select(
         K.id,
         K.account_id,
@@ -96,7 +97,7 @@ _CALLER_FOR_HASH = (
 
 
 def caller_for_hash(conn: Connection, key_hash: str) -> Caller | None:
-    row = conn.execute(_CALLER_FOR_HASH, {"hash": key_hash}).first()
+    row = _CALLER_FOR_HASH.execute(conn, {"hash": key_hash}).first()
     if row is None:
         return None
     return Caller(
@@ -133,7 +134,7 @@ def insert_webhook_secret(
 
 _SECRET = webhook_secrets.c
 # Built once: webhook delivery reads it for every attempt it signs.
-_ACTIVE_WEBHOOK_SECRETS = (
+_ACTIVE_WEBHOOK_SECRETS = Prepared(
     select(_SECRET.id, _SECRET.sealed_secret)
     .where(
         _SECRET.account_id == bindparam("account_id"),
@@ -149,7 +150,7 @@ _ACTIVE_WEBHOOK_SECRETS = (
 def active_webhook_secrets(
     conn: Connection, account_id: str, *, now: datetime
 ) -> list[tuple[str, bytes]]:
-    rows = conn.execute(_ACTIVE_WEBHOOK_SECRETS, {"account_id": account_id, "now": now})
+    rows = _ACTIVE_WEBHOOK_SECRETS.execute(conn, {"account_id": account_id, "now": now})
     return [(row.id, row.sealed_secret) for row in rows]
 
 

@@ -8,7 +8,7 @@ dispatchers, racing on one attempt cannot both win.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -26,6 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 
 from relay.carriers.base import DeliveryReport, ReportStatus
+from relay.db.prepared import Prepared
 from relay.db.tables import UtcDateTime, attempts, early_reports, usage
 from relay.delivery.attempts import Attempt, AttemptStatus
 
@@ -79,12 +80,15 @@ def _row(row: Any) -> AttemptRow:
     )
 
 
-_INSERT = insert(attempts)
-_LOAD = select(*_ROW_COLUMNS).where(A.id == bindparam("attempt_id"))
-_BY_CARRIER_ID = select(*_ROW_COLUMNS).where(
-    A.carrier == bindparam("carrier"), A.carrier_message_id == bindparam("carrier_message_id")
+_INSERT = Prepared(insert(attempts))
+_LOAD = Prepared(select(*_ROW_COLUMNS).where(A.id == bindparam("attempt_id")))
+_BY_CARRIER_ID = Prepared(
+    select(*_ROW_COLUMNS).where(
+        A.carrier == bindparam("carrier"),
+        A.carrier_message_id == bindparam("carrier_message_id"),
+    )
 )
-_RECORD_SENT = (
+_RECORD_SENT = Prepared(
     update(attempts)
     .where(A.id == bindparam("attempt_id"), A.status == AttemptStatus.QUEUED.value)
     .values(
@@ -96,7 +100,7 @@ _RECORD_SENT = (
         updated_at=_NOW,
     )
 )
-_FINISH = (
+_FINISH = Prepared(
     update(attempts)
     .where(A.id == bindparam("attempt_id"), A.status == bindparam("from_status"))
     .values(
@@ -108,7 +112,7 @@ _FINISH = (
         updated_at=_NOW,
     )
 )
-_POSTPONE = (
+_POSTPONE = Prepared(
     update(attempts)
     .where(A.id == bindparam("attempt_id"), A.status == AttemptStatus.QUEUED.value)
     .values(lease_until=bindparam("until", type_=UtcDateTime()), lease_owner=None)
@@ -129,8 +133,8 @@ def insert_queued(
     message_id: str | None = None,
 ) -> None:
     """A queued attempt; its lease keeps other dispatchers off it until `lease_until`."""
-    conn.execute(
-        _INSERT,
+    _INSERT.execute(
+        conn,
         {
             "id": attempt_id,
             "verification_id": verification_id,
@@ -149,7 +153,7 @@ def insert_queued(
 
 
 def load(conn: Connection, attempt_id: str) -> AttemptRow | None:
-    row = conn.execute(_LOAD, {"attempt_id": attempt_id}).first()
+    row = _LOAD.execute(conn, {"attempt_id": attempt_id}).first()
     return None if row is None else _row(row)
 
 
@@ -157,7 +161,7 @@ def by_carrier_message(
     conn: Connection, carrier: str, carrier_message_id: str
 ) -> AttemptRow | None:
     params = {"carrier": carrier, "carrier_message_id": carrier_message_id}
-    row = conn.execute(_BY_CARRIER_ID, params).first()
+    row = _BY_CARRIER_ID.execute(conn, params).first()
     return None if row is None else _row(row)
 
 
@@ -175,7 +179,7 @@ def record_sent(
         "report_due_at": report_due_at,
         "now": now,
     }
-    return conn.execute(_RECORD_SENT, params).rowcount == 1
+    return _RECORD_SENT.execute(conn, params).rowcount == 1
 
 
 def finish(
@@ -195,12 +199,12 @@ def finish(
         "error_json": error,
         "now": now,
     }
-    return conn.execute(_FINISH, params).rowcount == 1
+    return _FINISH.execute(conn, params).rowcount == 1
 
 
 def postpone(conn: Connection, attempt_id: str, *, until: datetime) -> None:
     """Throttled: the attempt stays queued, free for any dispatcher from `until` on."""
-    conn.execute(_POSTPONE, {"attempt_id": attempt_id, "until": until})
+    _POSTPONE.execute(conn, {"attempt_id": attempt_id, "until": until})
 
 
 def claim_queued(
@@ -251,8 +255,11 @@ def overdue_reports(conn: Connection, *, now: datetime, limit: int) -> list[Atte
 # --- early receipts ---------------------------------------------------------
 
 _PARK = insert(early_reports)
-_TAKE_EARLY = select(R.id, R.carrier, R.carrier_message_id, R.status, R.error_code, R.at).where(
-    R.carrier == bindparam("carrier"), R.carrier_message_id == bindparam("carrier_message_id")
+_TAKE_EARLY = Prepared(
+    select(R.id, R.carrier, R.carrier_message_id, R.status, R.error_code, R.at).where(
+        R.carrier == bindparam("carrier"),
+        R.carrier_message_id == bindparam("carrier_message_id"),
+    )
 )
 
 
@@ -287,7 +294,7 @@ def take_early_report(
 ) -> DeliveryReport | None:
     """The parked receipt for this message id, removed from the parking table."""
     params = {"carrier": carrier, "carrier_message_id": carrier_message_id}
-    rows = list(conn.execute(_TAKE_EARLY, params))
+    rows = _TAKE_EARLY.execute(conn, params).all()
     if not rows:
         return None
     conn.execute(delete(early_reports).where(R.id.in_([r.id for r in rows])))
@@ -329,17 +336,19 @@ def count_usage(
         "carrier": carrier,
         "outcome": outcome,
     }
-    conn.execute(_count_usage_statement(conn.dialect.name), {**key, "count": 1})
+    _count_usage_statement(conn.dialect.name).execute(conn, {**key, "count": 1})
 
 
 _USAGE_KEY = ["account_id", "day", "country", "carrier", "outcome"]
 
 
 @functools.cache
-def _count_usage_statement(dialect: str) -> Any:
+def _count_usage_statement(dialect: str) -> Prepared:
     """Built once per database kind: it runs for every live attempt that ends."""
     statement = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(usage)
-    return statement.on_conflict_do_update(index_elements=_USAGE_KEY, set_={"count": U.count + 1})
+    return Prepared(
+        statement.on_conflict_do_update(index_elements=_USAGE_KEY, set_={"count": U.count + 1})
+    )
 
 
 @dataclass(frozen=True)
@@ -386,10 +395,12 @@ _ATTEMPTS_OF_MESSAGES = (
 )
 # One owner, the common case (every load): an expanding IN is rendered anew
 # on each execution, a plain equality is compiled once.
-_ATTEMPTS_OF_VERIFICATION = (
+_ATTEMPTS_OF_VERIFICATION = Prepared(
     select(attempts).where(A.verification_id == bindparam("owner")).order_by(A.id)
 )
-_ATTEMPTS_OF_MESSAGE = select(attempts).where(A.message_id == bindparam("owner")).order_by(A.id)
+_ATTEMPTS_OF_MESSAGE = Prepared(
+    select(attempts).where(A.message_id == bindparam("owner")).order_by(A.id)
+)
 
 
 def attempts_of(
@@ -400,12 +411,12 @@ def attempts_of(
     if not ids:
         return grouped
     if len(ids) == 1:
-        query = _ATTEMPTS_OF_MESSAGE if messages else _ATTEMPTS_OF_VERIFICATION
-        params: dict[str, Any] = {"owner": ids[0]}
+        one = _ATTEMPTS_OF_MESSAGE if messages else _ATTEMPTS_OF_VERIFICATION
+        rows: Iterable[Any] = one.execute(conn, {"owner": ids[0]})
     else:
         query = _ATTEMPTS_OF_MESSAGES if messages else _ATTEMPTS_OF_VERIFICATIONS
-        params = {"ids": list(ids)}
-    for row in conn.execute(query, params):
+        rows = conn.execute(query, {"ids": list(ids)})
+    for row in rows:
         owner = row.message_id if messages else row.verification_id
         grouped[owner].append(
             Attempt(
@@ -424,13 +435,13 @@ def attempts_of(
 # The dispatch loop polls; on SQLite every write transaction takes the one
 # write lock, so each round first looks, read-only, whether there is work.
 
-_ANY_CLAIMABLE = (
+_ANY_CLAIMABLE = Prepared(
     select(A.id).where(A.status == AttemptStatus.QUEUED.value, A.lease_until <= _NOW).limit(1)
 )
-_ANY_OVERDUE = (
+_ANY_OVERDUE = Prepared(
     select(A.id).where(A.status == AttemptStatus.SENT.value, A.report_due_at <= _NOW).limit(1)
 )
-_ANY_EARLY = (
+_ANY_EARLY = Prepared(
     select(R.id)
     .join(attempts, and_(A.carrier == R.carrier, A.carrier_message_id == R.carrier_message_id))
     .limit(1)
@@ -441,7 +452,7 @@ def work_waiting(conn: Connection, *, now: datetime) -> tuple[bool, bool, bool]:
     """(claimable attempts, overdue receipts, parked receipts that now match) exist."""
     params = {"now": now}
     return (
-        conn.execute(_ANY_CLAIMABLE, params).first() is not None,
-        conn.execute(_ANY_OVERDUE, params).first() is not None,
-        conn.execute(_ANY_EARLY).first() is not None,
+        _ANY_CLAIMABLE.execute(conn, params).first() is not None,
+        _ANY_OVERDUE.execute(conn, params).first() is not None,
+        _ANY_EARLY.execute(conn).first() is not None,
     )

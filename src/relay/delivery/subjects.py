@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, bindparam, select
 
+from relay.db.prepared import Prepared
 from relay.db.tables import accounts, messages, verifications
 from relay.delivery.store import AttemptRow
 from relay.messages import store as message_store
@@ -101,7 +102,7 @@ class Sendable:
 V = verifications.c
 M = messages.c
 AC = accounts.c
-_VERIFICATION_SENDABLE = (
+_VERIFICATION_SENDABLE = Prepared(
     select(
         V.id,
         V.to_number,
@@ -115,7 +116,7 @@ _VERIFICATION_SENDABLE = (
     .join(accounts, AC.id == V.account_id)
     .where(V.id == bindparam("owner_id"), V.status == Status.PENDING.value)
 )
-_MESSAGE_SENDABLE = (
+_MESSAGE_SENDABLE = Prepared(
     select(
         M.id,
         M.to_number,
@@ -133,7 +134,7 @@ _MESSAGE_SENDABLE = (
 
 def sendable(conn: Connection, attempt: AttemptRow) -> Sendable | None:
     query = _VERIFICATION_SENDABLE if attempt.verification_id else _MESSAGE_SENDABLE
-    row = conn.execute(query, {"owner_id": attempt.subject_id}).first()
+    row = query.execute(conn, {"owner_id": attempt.subject_id}).first()
     if row is None:
         return None
     return Sendable(*row)

@@ -13,6 +13,7 @@ from sqlalchemy import Connection, Row, bindparam, insert, or_, select, update
 from sqlalchemy.sql import ColumnElement
 
 from relay.clock import isoformat
+from relay.db.prepared import Prepared
 from relay.db.tables import UtcDateTime, events, webhook_attempts
 from relay.events.models import DeliveryStatus, EventType, NewEvent
 
@@ -20,14 +21,15 @@ from relay.events.models import DeliveryStatus, EventType, NewEvent
 RECORDED = "relay.events.recorded"
 
 
-_INSERT_EVENT = insert(events)  # built once: it runs in every state-changing transaction
+# Built once: it runs in every state-changing transaction.
+_INSERT_EVENT = Prepared(insert(events))
 
 
 def record(
     conn: Connection, event: NewEvent, *, account_id: str, related_id: str, webhook_url: str | None
 ) -> None:
-    conn.execute(
-        _INSERT_EVENT,
+    _INSERT_EVENT.execute(
+        conn,
         {
             "id": event.id,
             "account_id": account_id,
@@ -80,12 +82,12 @@ def _leasable(now: datetime) -> ColumnElement[bool]:
 
 def any_due(conn: Connection, *, now: datetime) -> bool:
     """Whether some delivery is due, leased or not (a dead worker's lease may be over)."""
-    return conn.execute(_ANY_DUE, {"now": now}).first() is not None
+    return _ANY_DUE.execute(conn, {"now": now}).first() is not None
 
 
 # The claim runs every time the delivery loop wakes: its statements are built once.
 _NOW = bindparam("now", type_=UtcDateTime())
-_ANY_DUE = (
+_ANY_DUE = Prepared(
     select(E.id)
     .where(E.delivery_status == DeliveryStatus.PENDING, E.next_attempt_at <= _NOW)
     .limit(1)
@@ -176,7 +178,7 @@ def _drop(conn: Connection, ids: Sequence[str], *, now: datetime) -> None:
 
 
 # Built once: they run for every webhook attempt.
-_RECORD_ATTEMPT = (
+_RECORD_ATTEMPT = Prepared(
     update(events)
     .where(
         E.id == bindparam("event_id"),
@@ -191,7 +193,7 @@ _RECORD_ATTEMPT = (
         lease_owner=None,
     )
 )
-_INSERT_ATTEMPT = insert(webhook_attempts)
+_INSERT_ATTEMPT = Prepared(insert(webhook_attempts))
 
 
 def record_attempt(
@@ -205,8 +207,8 @@ def record_attempt(
     """Store how an attempt ended; False when the lease was lost to another worker."""
     # The lease owner in the WHERE: a worker that overran its lease must not
     # overwrite the state written by the worker that took the row over.
-    result = conn.execute(
-        _RECORD_ATTEMPT,
+    result = _RECORD_ATTEMPT.execute(
+        conn,
         {
             "event_id": claim.event_id,
             "owner": claim.owner,
@@ -222,8 +224,8 @@ def record_attempt(
 
 
 def _insert_attempt(conn: Connection, event_id: str, number: int, attempt: AttemptRecord) -> None:
-    conn.execute(
-        _INSERT_ATTEMPT,
+    _INSERT_ATTEMPT.execute(
+        conn,
         {
             "event_id": event_id,
             "number": number,

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, bindparam, insert, null, select, update
 
+from relay.db.prepared import Prepared
 from relay.db.tables import UtcDateTime, messages
 from relay.delivery.store import attempts_of
 from relay.messages.models import Message, MessageStatus
@@ -17,14 +18,17 @@ M = messages.c
 _NOW = bindparam("now", type_=UtcDateTime())
 
 _PUBLIC_COLUMNS = [c for c in messages.c if c.name != "sealed_code"]
-_INSERT = insert(messages)
-_LOAD = select(*_PUBLIC_COLUMNS).where(
-    M.id == bindparam("message_id"),
-    M.account_id == bindparam("scope_account"),
-    M.livemode == bindparam("scope_livemode"),
+_INSERT = Prepared(insert(messages))
+_LOAD = Prepared(
+    select(*_PUBLIC_COLUMNS).where(
+        M.id == bindparam("message_id"),
+        M.account_id == bindparam("scope_account"),
+        M.livemode == bindparam("scope_livemode"),
+    )
 )
-_LOAD_ANY = select(*_PUBLIC_COLUMNS).where(M.id == bindparam("message_id"))
-_MARK_SENT = (
+_LOAD_ANY = Prepared(select(*_PUBLIC_COLUMNS).where(M.id == bindparam("message_id")))
+# (_FINISH below stays on conn.execute: its IN list is an expanding parameter.)
+_MARK_SENT = Prepared(
     update(messages)
     .where(M.id == bindparam("message_id"), M.status == MessageStatus.QUEUED.value)
     .values(status=MessageStatus.SENT.value, updated_at=_NOW)
@@ -54,8 +58,8 @@ class NewMessage:
 
 
 def insert_message(conn: Connection, scope: Scope, new: NewMessage, now: datetime) -> None:
-    conn.execute(
-        _INSERT,
+    _INSERT.execute(
+        conn,
         {
             "id": new.id,
             "account_id": scope.account_id,
@@ -96,18 +100,18 @@ def _from_row(conn: Connection, row: Row[Any]) -> Message:
 
 
 def load(conn: Connection, scope: Scope, message_id: str) -> Message | None:
-    row = conn.execute(_LOAD, {**scope.params(), "message_id": message_id}).first()
+    row = _LOAD.execute(conn, {**scope.params(), "message_id": message_id}).first()
     return None if row is None else _from_row(conn, row)
 
 
 def load_any(conn: Connection, message_id: str) -> Message | None:
     """Without an account scope: for the delivery layer only, never for requests."""
-    row = conn.execute(_LOAD_ANY, {"message_id": message_id}).first()
+    row = _LOAD_ANY.execute(conn, {"message_id": message_id}).first()
     return None if row is None else _from_row(conn, row)
 
 
 def mark_sent(conn: Connection, message_id: str, *, now: datetime) -> None:
-    conn.execute(_MARK_SENT, {"message_id": message_id, "now": now})
+    _MARK_SENT.execute(conn, {"message_id": message_id, "now": now})
 
 
 def finish(conn: Connection, message_id: str, status: MessageStatus, *, now: datetime) -> None:

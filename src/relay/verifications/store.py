@@ -26,6 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql import ColumnElement
 
+from relay.db.prepared import Prepared
 from relay.db.tables import UtcDateTime, verifications
 from relay.delivery.store import attempts_of
 from relay.phone import Destination
@@ -109,29 +110,30 @@ def _from_row(row: Row[Any], found: Sequence[Attempt] = ()) -> Verification:
 
 
 _PUBLIC_COLUMNS = [c for c in verifications.c if c.name not in ("code_mac", "sealed_code")]
-_LOAD = select(*_PUBLIC_COLUMNS).where(*_THIS)
+_LOAD = Prepared(select(*_PUBLIC_COLUMNS).where(*_THIS))
 # Without a scope: the delivery layer's load, once per event it records.
-_LOAD_ANY = select(*_PUBLIC_COLUMNS).where(V.id == bindparam("verification_id"))
+_LOAD_ANY = Prepared(select(*_PUBLIC_COLUMNS).where(V.id == bindparam("verification_id")))
 _LOAD_SECRETS = select(V.code_mac, V.sealed_code).where(*_THIS)
-_CHECK_MATERIAL = select(V.code_mac, V.to_number, V.country).where(*_THIS)
+_CHECK_MATERIAL = Prepared(select(V.code_mac, V.to_number, V.country).where(*_THIS))
 _PENDING_ID = select(V.id).where(
     *_IN_SCOPE, V.to_number == bindparam("to"), V.status == Status.PENDING.value
 )
 # On PostgreSQL, concurrent creates for one number queue behind the row lock.
 _PENDING_ID_LOCKED = _PENDING_ID.with_for_update()
-_PENDING = select(V.id, V.expires_at).where(
+_PENDING_SQL = select(V.id, V.expires_at).where(
     *_IN_SCOPE, V.to_number == bindparam("to"), V.status == Status.PENDING.value
 )
-_PENDING_LOCKED = _PENDING.with_for_update()
-_INSERT_VERIFICATION = insert(verifications)
-_COUNT_RESEND = (
+_PENDING = Prepared(_PENDING_SQL)
+_PENDING_LOCKED = Prepared(_PENDING_SQL.with_for_update())
+_INSERT_VERIFICATION = Prepared(insert(verifications))
+_COUNT_RESEND = Prepared(
     update(verifications)
     .where(*_OPEN, V.sends == bindparam("seen_sends"))
     .values(sends=V.sends + 1, last_sent_at=_NOW, updated_at=_NOW)
 )
 _CORRECT = bindparam("correct", type_=Boolean())
 _NEXT_CHECKS = V.checks + 1
-_COUNT_CHECK = (
+_COUNT_CHECK = Prepared(
     update(verifications)
     .where(*_OPEN, V.checks < CHECK_LIMIT)
     .values(
@@ -163,7 +165,7 @@ def _this(scope: Scope, verification_id: str, **extra: Any) -> dict[str, Any]:
 
 
 def load(conn: Connection, scope: Scope, verification_id: str) -> Verification | None:
-    row = conn.execute(_LOAD, _this(scope, verification_id)).first()
+    row = _LOAD.execute(conn, _this(scope, verification_id)).first()
     if row is None:
         return None
     return _from_row(row, attempts_of(conn, [row.id], livemode=row.livemode)[row.id])
@@ -180,7 +182,7 @@ def check_material(
     conn: Connection, scope: Scope, verification_id: str
 ) -> tuple[bytes, Destination] | None:
     """What a check needs, in one read: the code's MAC and where the code went."""
-    row = conn.execute(_CHECK_MATERIAL, _this(scope, verification_id)).first()
+    row = _CHECK_MATERIAL.execute(conn, _this(scope, verification_id)).first()
     if row is None:
         return None
     return row.code_mac, Destination(e164=row.to_number, country=row.country)
@@ -195,15 +197,15 @@ def pending_id_for(conn: Connection, scope: Scope, to: str) -> str | None:
 def pending_for(conn: Connection, scope: Scope, to: str) -> tuple[str, datetime] | None:
     """The number's pending verification and its expiry, locked on PostgreSQL (at most one)."""
     query = _PENDING_LOCKED if conn.dialect.name == "postgresql" else _PENDING
-    row = conn.execute(query, {**scope.params(), "to": to}).first()
+    row = query.execute(conn, {**scope.params(), "to": to}).first()
     return None if row is None else (row.id, row.expires_at)
 
 
 def insert_verification(
     conn: Connection, scope: Scope, new: NewVerification, now: datetime
 ) -> None:
-    conn.execute(
-        _INSERT_VERIFICATION,
+    _INSERT_VERIFICATION.execute(
+        conn,
         {
             "id": new.id,
             "account_id": scope.account_id,
@@ -233,7 +235,7 @@ def count_resend(
 ) -> bool:
     """Record one more send; false if another request resent in between."""
     params = _this(scope, verification_id, seen_sends=seen_sends, now=now)
-    return conn.execute(_COUNT_RESEND, params).rowcount == 1
+    return _COUNT_RESEND.execute(conn, params).rowcount == 1
 
 
 def count_check(
@@ -241,7 +243,7 @@ def count_check(
 ) -> Status | None:
     """Count one check and move the state, atomically; None if it was not open."""
     params = _this(scope, verification_id, correct=correct, now=now)
-    result = conn.execute(_COUNT_CHECK, params).first()
+    result = _COUNT_CHECK.execute(conn, params).first()
     return None if result is None else Status(result.status)
 
 
@@ -268,11 +270,13 @@ def expire_due(
     return list(closed.scalars())
 
 
-_ANY_DUE = select(V.id).where(V.status == Status.PENDING.value, V.expires_at <= _NOW).limit(1)
+_ANY_DUE = Prepared(
+    select(V.id).where(V.status == Status.PENDING.value, V.expires_at <= _NOW).limit(1)
+)
 
 
 def any_due(conn: Connection, *, now: datetime) -> bool:
-    return conn.execute(_ANY_DUE, {"now": now}).first() is not None
+    return _ANY_DUE.execute(conn, {"now": now}).first() is not None
 
 
 def expire_one(conn: Connection, scope: Scope, verification_id: str, *, now: datetime) -> bool:
@@ -325,7 +329,7 @@ def _filters(query: ListQuery, now: datetime) -> list[ColumnElement[bool]]:
 
 def load_any(conn: Connection, verification_id: str) -> Verification | None:
     """Load without an account scope: for background work only, never for requests."""
-    row = conn.execute(_LOAD_ANY, {"verification_id": verification_id}).first()
+    row = _LOAD_ANY.execute(conn, {"verification_id": verification_id}).first()
     if row is None:
         return None
     return _from_row(row, attempts_of(conn, [row.id], livemode=row.livemode)[row.id])
