@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import random
@@ -89,8 +90,12 @@ async def call(app: App, method: str, path: str, body: bytes, key: str) -> tuple
     return answer["status"], answer["body"]
 
 
+# Distinct numbers: a repeat within 30 s would be refused as a resend too soon.
+_numbers = itertools.count(random.randint(2_000_000, 5_000_000))
+
+
 def number() -> bytes:
-    return json.dumps({"to": f"+1415{random.randint(2_000_000, 9_999_999)}"}).encode()
+    return json.dumps({"to": f"+1415{next(_numbers)}"}).encode()
 
 
 def bench_settings(args: argparse.Namespace, data_dir: Path) -> Settings:

@@ -47,7 +47,7 @@ def parse_destination(raw: str, *, livemode: bool, param: str = "to") -> Destina
     # What is_valid_number does, keeping the region it looks up (the costly part)
     # instead of looking it up twice.
     country = phonenumbers.region_code_for_number(number)
-    if not phonenumbers.is_valid_number_for_region(number, country):
+    if country is None or not phonenumbers.is_valid_number_for_region(number, country):
         raise PhoneNumberInvalid(param=param)
     if country is None or len(country) != 2 or not country.isalpha():
         # Non-geographic ranges (+881 satellite, +882/+883 international networks)

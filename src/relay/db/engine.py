@@ -161,13 +161,18 @@ class PostgresDatabase:
         self._engine: AsyncEngine = create_async_engine(
             sync_url(url), pool_size=pool_size, max_overflow=0, pool_pre_ping=False
         )
+        # Reads run without BEGIN and ROLLBACK: two round trips fewer on every
+        # request (authentication is a read). Nothing is lost: under READ
+        # COMMITTED, PostgreSQL's default, each statement of a transaction
+        # takes its own snapshot anyway. Same pool, same connections.
+        self._reader = self._engine.execution_options(isolation_level="AUTOCOMMIT")
 
     async def write(self, work: Work[T]) -> T:
         async with self._engine.begin() as conn:
             return await conn.run_sync(work)
 
     async def read(self, work: Work[T]) -> T:
-        async with self._engine.connect() as conn:
+        async with self._reader.connect() as conn:
             return await conn.run_sync(work)
 
     @property
