@@ -27,14 +27,15 @@ from tests.webhooks.receiver import isolated_database
 # create, one transaction: the number's pending verification (and whether its
 # TTL ran out), verifications opened this hour, every abuse counter in one query,
 # insert verification, insert attempt; the sandbox's answer, which needs no I/O and
-# so is recorded in the same transaction (with its receipt): record sent, record
-# delivered, one load, two events; last, the counters in one upsert. The answer is
-# that load: no further round trip.
-CREATE_LIMIT = 13
+# so is recorded in the same transaction (with its receipt): the attempt moved from
+# queued to delivered in one UPDATE, one load (the verification joined to its
+# attempts), two events; last, the counters in one upsert. The answer is that
+# load: no further round trip.
+CREATE_LIMIT = 11
 # The code's MAC with its destination, failed-check counters, the counting
-# UPDATE, one counter upsert, the verification and its attempts, the event.
-CHECK_LIMIT = 7
-RETRIEVE_LIMIT = 2  # the verification, its attempts
+# UPDATE, one counter upsert, the verification joined to its attempts, the event.
+CHECK_LIMIT = 6
+RETRIEVE_LIMIT = 1  # the verification joined to its attempts
 
 
 @contextmanager

@@ -354,10 +354,21 @@ class Delivery:
     def _sent(
         self, conn: Connection, attempt: AttemptRow, receipt: SubmitReceipt, now: datetime
     ) -> AttemptRow | None:
+        message_id = receipt.carrier_message_id
+        sent = dataclasses.replace(
+            attempt, status=AttemptStatus.SENT, carrier_message_id=message_id
+        )
+        if receipt.final is not None and receipt.final.status == "delivered":
+            # The carrier answered delivered at once (the sandbox): one UPDATE from
+            # queued, one load for both events.
+            if not store.record_delivered(conn, attempt.id, carrier_message_id=message_id, now=now):
+                log.warning("delivery.lease_lost attempt=%s", attempt.id)
+                return None
+            self._delivered(conn, sent, now, sent_event=True)
+            return None
         due = now + timedelta(
             seconds=self.carriers.receipt_timeout(attempt.carrier, self._receipt_timeout)
         )
-        message_id = receipt.carrier_message_id
         if not store.record_sent(
             conn, attempt.id, carrier_message_id=message_id, report_due_at=due, now=now
         ):
@@ -365,13 +376,9 @@ class Delivery:
             return None
         if attempt.message_id is not None:
             message_store.mark_sent(conn, attempt.message_id, now=now)
-        sent = dataclasses.replace(
-            attempt, status=AttemptStatus.SENT, carrier_message_id=message_id
-        )
         report = receipt.final or store.take_early_report(conn, attempt.carrier, message_id)
         if report is not None and report.status == "delivered":
-            # Sent and delivered in one transaction (the sandbox, or a receipt that
-            # came first): one load serves both events.
+            # A receipt that came before its submit's record: one load serves both events.
             return self._apply(conn, sent, report, now, sent_event=True)
         subject = subjects.load(conn, attempt, now=now)
         if subject is not None:
@@ -403,16 +410,7 @@ class Delivery:
                 now=now,
             ):
                 return None
-            if attempt.message_id is not None:
-                message_store.finish(conn, attempt.message_id, MessageStatus.DELIVERED, now=now)
-            subject = subjects.load(conn, attempt, now=now)
-            if subject is not None:
-                if sent_event:
-                    self._emit(
-                        conn, subjects.just_sent(subject, attempt.id), AttemptStatus.SENT, now
-                    )
-                self._count(conn, subject, attempt, "delivered", now)
-                self._emit(conn, subject, AttemptStatus.DELIVERED, now)
+            self._delivered(conn, attempt, now, sent_event=sent_event)
             return None
         failure = routing.after_failure(
             routing.SMS_UNDELIVERABLE,
@@ -424,6 +422,21 @@ class Delivery:
             docs=self._docs,
         )
         return self._failed(conn, attempt, AttemptStatus.SENT, failure, now)
+
+    def _delivered(
+        self, conn: Connection, attempt: AttemptRow, now: datetime, *, sent_event: bool
+    ) -> None:
+        """After the attempt's row says delivered: its message, usage and events."""
+        if attempt.message_id is not None:
+            # From queued or sent: the message's own state follows in one step.
+            message_store.finish(conn, attempt.message_id, MessageStatus.DELIVERED, now=now)
+        subject = subjects.load(conn, attempt, now=now)
+        if subject is None:
+            return
+        if sent_event:
+            self._emit(conn, subjects.just_sent(subject, attempt.id), AttemptStatus.SENT, now)
+        self._count(conn, subject, attempt, "delivered", now)
+        self._emit(conn, subject, AttemptStatus.DELIVERED, now)
 
     def _failed(
         self,

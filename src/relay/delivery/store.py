@@ -100,6 +100,21 @@ _RECORD_SENT = Prepared(
         updated_at=_NOW,
     )
 )
+# Sent and delivered in one step: a carrier that answered with a final receipt
+# at once (the sandbox).
+_RECORD_DELIVERED = Prepared(
+    update(attempts)
+    .where(A.id == bindparam("attempt_id"), A.status == AttemptStatus.QUEUED.value)
+    .values(
+        status=AttemptStatus.DELIVERED.value,
+        carrier_message_id=bindparam("carrier_message_id"),
+        error=None,
+        report_due_at=None,
+        lease_until=None,
+        lease_owner=None,
+        updated_at=_NOW,
+    )
+)
 _FINISH = Prepared(
     update(attempts)
     .where(A.id == bindparam("attempt_id"), A.status == bindparam("from_status"))
@@ -180,6 +195,14 @@ def record_sent(
         "now": now,
     }
     return _RECORD_SENT.execute(conn, params).rowcount == 1
+
+
+def record_delivered(
+    conn: Connection, attempt_id: str, *, carrier_message_id: str, now: datetime
+) -> bool:
+    """A queued attempt whose submit came back delivered; false if the lease was lost."""
+    params = {"attempt_id": attempt_id, "carrier_message_id": carrier_message_id, "now": now}
+    return _RECORD_DELIVERED.execute(conn, params).rowcount == 1
 
 
 def finish(
@@ -401,6 +424,33 @@ _ATTEMPTS_OF_VERIFICATION = Prepared(
 _ATTEMPTS_OF_MESSAGE = Prepared(
     select(attempts).where(A.message_id == bindparam("owner")).order_by(A.id)
 )
+
+
+# For loads that join an owner to its attempts in one statement (one owner,
+# one round trip): the attempt's columns under names of their own.
+JOINED_ATTEMPT_COLUMNS = (
+    A.id.label("attempt_id"),
+    A.status.label("attempt_status"),
+    A.carrier.label("attempt_carrier"),
+    A.at.label("attempt_at"),
+    A.error.label("attempt_error"),
+)
+
+
+def joined_attempts(rows: Sequence[Any], *, livemode: bool) -> list[Attempt]:
+    """The attempts in rows selected with JOINED_ATTEMPT_COLUMNS (an outer join: none is NULL)."""
+    return [
+        Attempt(
+            id=row.attempt_id,
+            status=AttemptStatus(row.attempt_status),
+            carrier=row.attempt_carrier,
+            at=row.attempt_at,
+            error=row.attempt_error,
+            livemode=livemode,
+        )
+        for row in rows
+        if row.attempt_id is not None
+    ]
 
 
 def attempts_of(

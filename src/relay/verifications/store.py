@@ -27,8 +27,8 @@ from sqlalchemy import (
 from sqlalchemy.sql import ColumnElement
 
 from relay.db.prepared import Prepared
-from relay.db.tables import UtcDateTime, verifications
-from relay.delivery.store import attempts_of
+from relay.db.tables import UtcDateTime, attempts, verifications
+from relay.delivery.store import JOINED_ATTEMPT_COLUMNS, attempts_of, joined_attempts
 from relay.phone import Destination
 from relay.verifications.models import CHECK_LIMIT, Attempt, Status, Verification
 
@@ -110,9 +110,16 @@ def _from_row(row: Row[Any], found: Sequence[Attempt] = ()) -> Verification:
 
 
 _PUBLIC_COLUMNS = [c for c in verifications.c if c.name not in ("code_mac", "sealed_code")]
-_LOAD = Prepared(select(*_PUBLIC_COLUMNS).where(*_THIS))
+# A verification with its attempts, oldest first, in one round trip: one row
+# per attempt (an outer join, so one row with NULL attempt columns if none).
+_WITH_ATTEMPTS = (
+    select(*_PUBLIC_COLUMNS, *JOINED_ATTEMPT_COLUMNS)
+    .select_from(verifications.outerjoin(attempts, attempts.c.verification_id == V.id))
+    .order_by(attempts.c.id)
+)
+_LOAD = Prepared(_WITH_ATTEMPTS.where(*_THIS))
 # Without a scope: the delivery layer's load, once per event it records.
-_LOAD_ANY = Prepared(select(*_PUBLIC_COLUMNS).where(V.id == bindparam("verification_id")))
+_LOAD_ANY = Prepared(_WITH_ATTEMPTS.where(V.id == bindparam("verification_id")))
 _LOAD_SECRETS = select(V.code_mac, V.sealed_code).where(*_THIS)
 _CHECK_MATERIAL = Prepared(select(V.code_mac, V.to_number, V.country).where(*_THIS))
 _PENDING_ID = select(V.id).where(
@@ -165,10 +172,14 @@ def _this(scope: Scope, verification_id: str, **extra: Any) -> dict[str, Any]:
 
 
 def load(conn: Connection, scope: Scope, verification_id: str) -> Verification | None:
-    row = _LOAD.execute(conn, _this(scope, verification_id)).first()
-    if row is None:
+    return _joined(_LOAD.execute(conn, _this(scope, verification_id)).all())
+
+
+def _joined(rows: list[Any]) -> Verification | None:
+    if not rows:
         return None
-    return _from_row(row, attempts_of(conn, [row.id], livemode=row.livemode)[row.id])
+    first = rows[0]
+    return _from_row(first, joined_attempts(rows, livemode=first.livemode))
 
 
 def load_secrets(
@@ -329,7 +340,4 @@ def _filters(query: ListQuery, now: datetime) -> list[ColumnElement[bool]]:
 
 def load_any(conn: Connection, verification_id: str) -> Verification | None:
     """Load without an account scope: for background work only, never for requests."""
-    row = _LOAD_ANY.execute(conn, {"verification_id": verification_id}).first()
-    if row is None:
-        return None
-    return _from_row(row, attempts_of(conn, [row.id], livemode=row.livemode)[row.id])
+    return _joined(_LOAD_ANY.execute(conn, {"verification_id": verification_id}).all())
