@@ -95,7 +95,12 @@ class DeliveryWorker:
 
     def _done(self, event_id: str, _task: asyncio.Task[None]) -> None:
         self._inflight.pop(event_id, None)
-        self._events.wake.set()  # a slot is free: look for more work now
+        # Free slots: look for more work now, but in batches once half the
+        # slots are free. A claim is a write transaction; refilling one slot at
+        # a time cost one claim per delivery when a backlog drains. New events
+        # still wake the loop at their commit (Outbox), and retries by the heap.
+        if len(self._inflight) <= self._concurrency // 2:
+            self._events.wake.set()
 
     async def _pause(self) -> None:
         with contextlib.suppress(TimeoutError):
