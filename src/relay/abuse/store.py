@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Table, and_, bindparam, delete, or_, select
+from sqlalchemy import Connection, Table, bindparam, delete, select, union
 from sqlalchemy.dialects import postgresql, sqlite
 
 from relay.abuse.models import Bucket, Kind
@@ -111,31 +111,34 @@ def bump(
 
 # Up to four (kind, subject, since) windows in one round trip: a send reads the
 # number's, its prefix's, its country's and the account's counters together.
+# One indexed SELECT per window, joined by UNION: with the windows OR-ed in one
+# WHERE, SQLite searched the primary key by account and mode only and read every
+# counter the account had (9.5 ms per query at 60,000 numbers). UNION, not UNION
+# ALL: short lists are padded by repeating a window, whose rows must count once.
 _MAX_WINDOWS = 4
-_WINDOWS_SQL = select(C.kind, C.subject, C.bucket, C.sends, C.approvals, C.failed_checks).where(
-    C.account_id == bindparam("scope_account"),
-    C.livemode == bindparam("scope_livemode"),
-    or_(
-        *(
-            and_(
-                C.kind == bindparam(f"kind_{i}"),
-                C.subject == bindparam(f"subject_{i}"),
-                C.bucket >= bindparam(f"since_{i}", type_=UtcDateTime()),
-            )
-            for i in range(_MAX_WINDOWS)
+_WINDOWS_SQL = union(
+    *(
+        select(C.kind, C.subject, C.bucket, C.sends, C.approvals, C.failed_checks).where(
+            C.account_id == bindparam("scope_account"),
+            C.livemode == bindparam("scope_livemode"),
+            C.kind == bindparam(f"kind_{i}"),
+            C.subject == bindparam(f"subject_{i}"),
+            C.bucket >= bindparam(f"since_{i}", type_=UtcDateTime()),
         )
-    ),
+        for i in range(_MAX_WINDOWS)
+    )
 )
 _MAX_BLOCKS = 2
-_BLOCKS_SQL = select(B.kind, B.subject, B.blocked_until).where(
-    B.account_id == bindparam("scope_account"),
-    B.livemode == bindparam("scope_livemode"),
-    or_(
-        *(
-            and_(B.kind == bindparam(f"kind_{i}"), B.subject == bindparam(f"subject_{i}"))
-            for i in range(_MAX_BLOCKS)
+_BLOCKS_SQL = union(
+    *(
+        select(B.kind, B.subject, B.blocked_until).where(
+            B.account_id == bindparam("scope_account"),
+            B.livemode == bindparam("scope_livemode"),
+            B.kind == bindparam(f"kind_{i}"),
+            B.subject == bindparam(f"subject_{i}"),
         )
-    ),
+        for i in range(_MAX_BLOCKS)
+    )
 )
 _WINDOWS = Prepared(_WINDOWS_SQL)
 _BLOCKS = Prepared(_BLOCKS_SQL)

@@ -1,0 +1,83 @@
+"""The abuse guard's counters read back exactly as written, on either database."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from sqlalchemy import insert
+
+from relay.abuse import store
+from relay.abuse.models import Kind
+from relay.db.engine import Database, open_database
+from relay.db.tables import accounts
+from relay.verifications.store import Scope
+from tests.webhooks.receiver import isolated_database
+
+NOW = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
+SCOPE = Scope(account_id="acct_1", livemode=True)
+
+
+@pytest_asyncio.fixture
+async def db(tmp_path: Path, database_url: str) -> AsyncIterator[Database]:
+    url = await asyncio.to_thread(isolated_database, database_url, "abuse_windows", tmp_path)
+    opened = open_database(url)
+    await opened.write(
+        lambda c: c.execute(
+            insert(accounts).values(id="acct_1", name="Acme", brand="Acme", created_at=NOW)
+        )
+    )
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+@pytest.mark.asyncio
+async def test_each_window_reads_its_own_counters_once_even_when_padded(db: Database) -> None:
+    hour = NOW - timedelta(hours=1)
+    await db.write(
+        lambda c: store.bump_many(
+            c,
+            SCOPE,
+            [(Kind.NUMBER, "+14155550100", 3, 0, 1), (Kind.COUNTRY, "US", 5, 0, 0)],
+            bucket=hour,
+        )
+    )
+    await db.write(
+        lambda c: store.bump(c, SCOPE, Kind.NUMBER, "+14155550199", bucket=hour, sends=7)
+    )
+
+    # Two windows: the query pads them to four by repeating the last.
+    found = await db.read(
+        lambda c: store.windows(
+            c,
+            SCOPE,
+            [
+                (Kind.COUNTRY, "US", NOW - timedelta(days=1)),
+                (Kind.NUMBER, "+14155550100", NOW - timedelta(days=1)),
+            ],
+        )
+    )
+
+    assert [b.sends for b in found[(Kind.COUNTRY, "US")]] == [5]
+    assert [(b.sends, b.failed_checks) for b in found[(Kind.NUMBER, "+14155550100")]] == [(3, 1)]
+
+
+@pytest.mark.asyncio
+async def test_a_window_leaves_out_buckets_older_than_its_start(db: Database) -> None:
+    old, recent = NOW - timedelta(hours=30), NOW - timedelta(hours=2)
+    for bucket in (old, recent):
+        await db.write(
+            lambda c, b=bucket: store.bump(c, SCOPE, Kind.ACCOUNT, "", bucket=b, sends=1)
+        )
+
+    found = await db.read(
+        lambda c: store.windows(c, SCOPE, [(Kind.ACCOUNT, "", NOW - timedelta(days=1))])
+    )
+
+    assert [b.start for b in found[(Kind.ACCOUNT, "")]] == [recent]
