@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -17,9 +18,11 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    literal_column,
     text,
 )
 from sqlalchemy.engine import Dialect
+from sqlalchemy.sql import ColumnElement
 from sqlalchemy.types import DateTime, TypeDecorator
 
 
@@ -41,6 +44,18 @@ class UtcDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def in_state(column: ColumnElement[Any], state: str) -> ColumnElement[bool]:
+    """`column = 'state'` with the state written into the SQL, not bound.
+
+    The partial indexes below (`WHERE status = 'pending'` and the like) serve a
+    query only if it states their predicate as a constant: SQLite plans a
+    statement before its parameters are bound, and PostgreSQL's generic plan
+    for a prepared statement does not know them either. Bound, the sweeps and
+    claims read the whole table.
+    """
+    return column == literal_column(f"'{state}'")
 
 
 metadata = MetaData()

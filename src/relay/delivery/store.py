@@ -27,7 +27,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from relay.carriers.base import DeliveryReport, ReportStatus
 from relay.db.prepared import Prepared
-from relay.db.tables import UtcDateTime, attempts, early_reports, usage
+from relay.db.tables import UtcDateTime, attempts, early_reports, in_state, usage
 from relay.delivery.attempts import Attempt, AttemptStatus
 
 A = attempts.c
@@ -244,7 +244,7 @@ def claim_queued(
     PostgreSQL skips rows another claimer holds (SKIP LOCKED); SQLite's write
     transaction already excludes other writers. The UPDATE restates the rule.
     """
-    due = select(A.id).where(A.status == AttemptStatus.QUEUED.value, A.lease_until <= now)
+    due = select(A.id).where(in_state(A.status, AttemptStatus.QUEUED), A.lease_until <= now)
     if busy:
         due = due.where(A.id.not_in(list(busy)))
     due = due.order_by(A.lease_until).limit(limit)
@@ -266,7 +266,7 @@ def overdue_reports(conn: Connection, *, now: datetime, limit: int) -> list[Atte
     """Sent attempts whose receipt deadline has passed."""
     due = (
         select(*_ROW_COLUMNS)
-        .where(A.status == AttemptStatus.SENT.value, A.report_due_at <= now)
+        .where(in_state(A.status, AttemptStatus.SENT), A.report_due_at <= now)
         .order_by(A.report_due_at)
         .limit(limit)
     )
@@ -486,10 +486,10 @@ def attempts_of(
 # write lock, so each round first looks, read-only, whether there is work.
 
 _ANY_CLAIMABLE = Prepared(
-    select(A.id).where(A.status == AttemptStatus.QUEUED.value, A.lease_until <= _NOW).limit(1)
+    select(A.id).where(in_state(A.status, AttemptStatus.QUEUED), A.lease_until <= _NOW).limit(1)
 )
 _ANY_OVERDUE = Prepared(
-    select(A.id).where(A.status == AttemptStatus.SENT.value, A.report_due_at <= _NOW).limit(1)
+    select(A.id).where(in_state(A.status, AttemptStatus.SENT), A.report_due_at <= _NOW).limit(1)
 )
 _ANY_EARLY = Prepared(
     select(R.id)

@@ -14,7 +14,7 @@ from sqlalchemy.sql import ColumnElement
 
 from relay.clock import isoformat
 from relay.db.prepared import Prepared
-from relay.db.tables import UtcDateTime, events, webhook_attempts
+from relay.db.tables import UtcDateTime, events, in_state, webhook_attempts
 from relay.events.models import DeliveryStatus, EventType, NewEvent
 
 # Connection flag: this transaction wrote an event that has a webhook to deliver.
@@ -89,7 +89,7 @@ def any_due(conn: Connection, *, now: datetime) -> bool:
 _NOW = bindparam("now", type_=UtcDateTime())
 _ANY_DUE = Prepared(
     select(E.id)
-    .where(E.delivery_status == DeliveryStatus.PENDING, E.next_attempt_at <= _NOW)
+    .where(in_state(E.delivery_status, DeliveryStatus.PENDING), E.next_attempt_at <= _NOW)
     .limit(1)
 )
 _LEASABLE_NOW = or_(E.lease_until.is_(None), E.lease_until <= _NOW)
@@ -112,7 +112,9 @@ _CLAIM = (
 @functools.cache
 def _due_statement(dialect: str, *, busy: bool) -> Any:
     due = select(E.id, E.attempt_count, E.lease_until).where(
-        E.delivery_status == DeliveryStatus.PENDING, E.next_attempt_at <= _NOW, _LEASABLE_NOW
+        in_state(E.delivery_status, DeliveryStatus.PENDING),
+        E.next_attempt_at <= _NOW,
+        _LEASABLE_NOW,
     )
     if busy:
         due = due.where(E.id.not_in(bindparam("busy", expanding=True)))

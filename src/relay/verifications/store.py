@@ -27,7 +27,7 @@ from sqlalchemy import (
 from sqlalchemy.sql import ColumnElement
 
 from relay.db.prepared import Prepared
-from relay.db.tables import UtcDateTime, attempts, verifications
+from relay.db.tables import UtcDateTime, attempts, in_state, verifications
 from relay.delivery.store import JOINED_ATTEMPT_COLUMNS, attempts_of, joined_attempts
 from relay.phone import Destination
 from relay.verifications.models import CHECK_LIMIT, Attempt, Status, Verification
@@ -266,7 +266,7 @@ def expire_due(
     conn: Connection, *, now: datetime, limit: int, only: ColumnElement[bool] | None = None
 ) -> list[str]:
     """Mark pending verifications past their TTL expired; returns the ids it closed."""
-    due = select(V.id).where(V.status == Status.PENDING, V.expires_at <= now)
+    due = select(V.id).where(in_state(V.status, Status.PENDING), V.expires_at <= now)
     if only is not None:
         due = due.where(only)
     ids = list(conn.execute(due.order_by(V.expires_at).limit(limit)).scalars())
@@ -282,7 +282,7 @@ def expire_due(
 
 
 _ANY_DUE = Prepared(
-    select(V.id).where(V.status == Status.PENDING.value, V.expires_at <= _NOW).limit(1)
+    select(V.id).where(in_state(V.status, Status.PENDING), V.expires_at <= _NOW).limit(1)
 )
 
 
