@@ -8,7 +8,7 @@ dispatchers, racing on one attempt cannot both win.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -411,19 +411,6 @@ _ATTEMPTS_OF_VERIFICATIONS = (
     .where(A.verification_id.in_(bindparam("ids", expanding=True)))
     .order_by(A.verification_id, A.id)
 )
-_ATTEMPTS_OF_MESSAGES = (
-    select(attempts)
-    .where(A.message_id.in_(bindparam("ids", expanding=True)))
-    .order_by(A.message_id, A.id)
-)
-# One owner, the common case (every load): an expanding IN is rendered anew
-# on each execution, a plain equality is compiled once.
-_ATTEMPTS_OF_VERIFICATION = Prepared(
-    select(attempts).where(A.verification_id == bindparam("owner")).order_by(A.id)
-)
-_ATTEMPTS_OF_MESSAGE = Prepared(
-    select(attempts).where(A.message_id == bindparam("owner")).order_by(A.id)
-)
 
 
 # For loads that join an owner to its attempts in one statement (one owner,
@@ -454,21 +441,14 @@ def joined_attempts(rows: Sequence[Any], *, livemode: bool) -> list[Attempt]:
 
 
 def attempts_of(
-    conn: Connection, ids: Sequence[str], *, livemode: bool, messages: bool = False
+    conn: Connection, ids: Sequence[str], *, livemode: bool
 ) -> dict[str, list[Attempt]]:
-    """Each owner's attempts, oldest first, in one query."""
+    """Each verification's attempts, oldest first, in one query (for a page of them)."""
     grouped: dict[str, list[Attempt]] = {i: [] for i in ids}
     if not ids:
         return grouped
-    if len(ids) == 1:
-        one = _ATTEMPTS_OF_MESSAGE if messages else _ATTEMPTS_OF_VERIFICATION
-        rows: Iterable[Any] = one.execute(conn, {"owner": ids[0]})
-    else:
-        query = _ATTEMPTS_OF_MESSAGES if messages else _ATTEMPTS_OF_VERIFICATIONS
-        rows = conn.execute(query, {"ids": list(ids)})
-    for row in rows:
-        owner = row.message_id if messages else row.verification_id
-        grouped[owner].append(
+    for row in conn.execute(_ATTEMPTS_OF_VERIFICATIONS, {"ids": list(ids)}):
+        grouped[row.verification_id].append(
             Attempt(
                 id=row.id,
                 status=AttemptStatus(row.status),

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, bindparam, insert, null, select, update
+from sqlalchemy import Connection, bindparam, insert, null, select, update
 
 from relay.db.prepared import Prepared
-from relay.db.tables import UtcDateTime, messages
-from relay.delivery.store import attempts_of
+from relay.db.tables import UtcDateTime, attempts, messages
+from relay.delivery.store import JOINED_ATTEMPT_COLUMNS, joined_attempts
 from relay.messages.models import Message, MessageStatus
 from relay.verifications.store import Scope
 
@@ -19,14 +19,20 @@ _NOW = bindparam("now", type_=UtcDateTime())
 
 _PUBLIC_COLUMNS = [c for c in messages.c if c.name != "sealed_code"]
 _INSERT = Prepared(insert(messages))
+# A message with its attempts, oldest first, in one round trip (an outer join).
+_WITH_ATTEMPTS = (
+    select(*_PUBLIC_COLUMNS, *JOINED_ATTEMPT_COLUMNS)
+    .select_from(messages.outerjoin(attempts, attempts.c.message_id == M.id))
+    .order_by(attempts.c.id)
+)
 _LOAD = Prepared(
-    select(*_PUBLIC_COLUMNS).where(
+    _WITH_ATTEMPTS.where(
         M.id == bindparam("message_id"),
         M.account_id == bindparam("scope_account"),
         M.livemode == bindparam("scope_livemode"),
     )
 )
-_LOAD_ANY = Prepared(select(*_PUBLIC_COLUMNS).where(M.id == bindparam("message_id")))
+_LOAD_ANY = Prepared(_WITH_ATTEMPTS.where(M.id == bindparam("message_id")))
 # (_FINISH below stays on conn.execute: its IN list is an expanding parameter.)
 _MARK_SENT = Prepared(
     update(messages)
@@ -79,8 +85,10 @@ def insert_message(conn: Connection, scope: Scope, new: NewMessage, now: datetim
     )
 
 
-def _from_row(conn: Connection, row: Row[Any]) -> Message:
-    found = attempts_of(conn, [row.id], livemode=row.livemode, messages=True)
+def _joined(rows: list[Any]) -> Message | None:
+    if not rows:
+        return None
+    row = rows[0]
     return Message(
         id=row.id,
         account_id=row.account_id,
@@ -95,19 +103,17 @@ def _from_row(conn: Connection, row: Row[Any]) -> Message:
         created_at=row.created_at,
         updated_at=row.updated_at,
         expires_at=row.expires_at,
-        attempts=tuple(found[row.id]),
+        attempts=tuple(joined_attempts(rows, livemode=row.livemode)),
     )
 
 
 def load(conn: Connection, scope: Scope, message_id: str) -> Message | None:
-    row = _LOAD.execute(conn, {**scope.params(), "message_id": message_id}).first()
-    return None if row is None else _from_row(conn, row)
+    return _joined(_LOAD.execute(conn, {**scope.params(), "message_id": message_id}).all())
 
 
 def load_any(conn: Connection, message_id: str) -> Message | None:
     """Without an account scope: for the delivery layer only, never for requests."""
-    row = _LOAD_ANY.execute(conn, {"message_id": message_id}).first()
-    return None if row is None else _from_row(conn, row)
+    return _joined(_LOAD_ANY.execute(conn, {"message_id": message_id}).all())
 
 
 def mark_sent(conn: Connection, message_id: str, *, now: datetime) -> None:
