@@ -165,21 +165,26 @@ def relay_side(args: argparse.Namespace, work: Path, peer_port: int) -> Outcome:
         "RELAY_LOG_LEVEL": "warning",
     }
     key = prepare(env)
+    with sink(hook_cert) as hook_url, relay_serving(env, data, args.workers) as url:
+        return drive(args, url, key, f"{hook_url}/hook", hook_url, hook_cert, work)
+
+
+@contextmanager
+def relay_serving(env: dict[str, str], data: Path, workers: int) -> Iterator[str]:
+    """`relay serve --workers N` on a free port, answering: yields its URL."""
     relay_cert = ensure_self_signed(data / "tls")  # serve uses it rather than make one
-    with sink(hook_cert) as hook_url:
-        port = free_port()
-        url = f"https://127.0.0.1:{port}"
-        command = [RELAY, "serve", "--port", str(port)]
-        if args.workers > 1:
-            command += ["--workers", str(args.workers)]
-        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
-        try:
-            tls = ssl.create_default_context(cafile=str(relay_cert.cert))
-            wait_ready(url, tls, process)
-            return drive(args, url, key, f"{hook_url}/hook", hook_url, hook_cert, work)
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
+    port = free_port()
+    url = f"https://127.0.0.1:{port}"
+    command = [RELAY, "serve", "--port", str(port)]
+    if workers > 1:
+        command += ["--workers", str(workers)]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
+    try:
+        wait_ready(url, ssl.create_default_context(cafile=str(relay_cert.cert)), process)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 def drive(

@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import os
 import ssl
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,8 +33,8 @@ from sqlalchemy import Connection
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.smpp_bench import RELAY, recreate_pg, sink  # noqa: E402
-from bench.verify_bench import bench_account, free_port, wait_ready  # noqa: E402
+from bench.smpp_bench import RELAY, recreate_pg, relay_serving, sink  # noqa: E402
+from bench.verify_bench import bench_account  # noqa: E402
 
 from relay.config import Settings  # noqa: E402
 from relay.db.engine import open_database  # noqa: E402
@@ -112,25 +111,14 @@ def run(args: argparse.Namespace, work: Path) -> None:
     }
     account = bench_account(RELAY, env)
     settings = Settings(data_dir=data, database_url=database_url)
-    relay_cert = ensure_self_signed(data / "tls")  # serve uses it rather than make one
     with sink(hook_cert) as sink_url:
         backlog(settings, account["id"], f"{sink_url}/hook", args.events)
-        port = free_port()
-        command = [RELAY, "serve", "--port", str(port)]
-        if args.workers > 1:
-            command += ["--workers", str(args.workers)]
-        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
-        try:
-            tls = ssl.create_default_context(cafile=str(relay_cert.cert))
-            wait_ready(f"https://127.0.0.1:{port}", tls, process)
+        with relay_serving(env, data, args.workers):
             deadline = time.monotonic() + max(120.0, args.events / 10)
             count, first, last = received(sink_url, hook_cert)
             while count < args.events and time.monotonic() < deadline:
                 time.sleep(0.2)
                 count, first, last = received(sink_url, hook_cert)
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
     rate = (count - 1) / (last - first) if count > 1 and last > first else 0.0
     processes = f"{args.workers} process(es)" if args.db == "pg" else "1 process"
     print(f"Webhook deliveries to a local HTTPS receiver, {args.db}, {processes}")

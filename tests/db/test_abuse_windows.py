@@ -2,39 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
-import pytest_asyncio
-from sqlalchemy import insert
 
 from relay.abuse import store
 from relay.abuse.models import Kind
-from relay.db.engine import Database, open_database
-from relay.db.tables import accounts
+from relay.db.engine import Database
 from relay.verifications.store import Scope
-from tests.webhooks.receiver import isolated_database
+from tests.db.conftest import ACCOUNT_ID
 
 NOW = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
-SCOPE = Scope(account_id="acct_1", livemode=True)
-
-
-@pytest_asyncio.fixture
-async def db(tmp_path: Path, database_url: str) -> AsyncIterator[Database]:
-    url = await asyncio.to_thread(isolated_database, database_url, "abuse_windows", tmp_path)
-    opened = open_database(url)
-    await opened.write(
-        lambda c: c.execute(
-            insert(accounts).values(id="acct_1", name="Acme", brand="Acme", created_at=NOW)
-        )
-    )
-    try:
-        yield opened
-    finally:
-        await opened.close()
+SCOPE = Scope(account_id=ACCOUNT_ID, livemode=True)
 
 
 @pytest.mark.asyncio

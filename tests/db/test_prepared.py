@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from sqlalchemy import Connection, bindparam, event, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from relay.db.engine import Database, open_database
+from relay.db.engine import Database
 from relay.db.prepared import Prepared
-from relay.db.tables import UtcDateTime, accounts, events
-from tests.webhooks.receiver import isolated_database
+from relay.db.tables import UtcDateTime, events
 
 E = events.c
 NOW = datetime(2026, 11, 21, 8, 30, 15, 123456, tzinfo=UTC)
@@ -31,21 +26,6 @@ _DELIVER = (
     .values(delivery_status="delivered", next_attempt_at=bindparam("at", type_=UtcDateTime()))
     .returning(E.id, E.next_attempt_at)
 )
-
-
-@pytest_asyncio.fixture
-async def db(tmp_path: Path, database_url: str) -> AsyncIterator[Database]:
-    url = await asyncio.to_thread(isolated_database, database_url, "prepared", tmp_path)
-    opened = open_database(url)
-    await opened.write(
-        lambda c: c.execute(
-            insert(accounts).values(id="acct_1", name="Acme", brand="Acme", created_at=NOW)
-        )
-    )
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 def event_row(event_id: str) -> dict[str, Any]:

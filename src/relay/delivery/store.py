@@ -406,13 +406,6 @@ def usage_totals(conn: Connection, *, account_id: str) -> dict[str, int]:
 
 # --- attempts as the API shows them -----------------------------------------
 
-_ATTEMPTS_OF_VERIFICATIONS = (
-    select(attempts)
-    .where(A.verification_id.in_(bindparam("ids", expanding=True)))
-    .order_by(A.verification_id, A.id)
-)
-
-
 # For loads that join an owner to its attempts in one statement (one owner,
 # one round trip): the attempt's columns under names of their own.
 JOINED_ATTEMPT_COLUMNS = (
@@ -422,22 +415,27 @@ JOINED_ATTEMPT_COLUMNS = (
     A.at.label("attempt_at"),
     A.error.label("attempt_error"),
 )
+_ATTEMPTS_OF_VERIFICATIONS = (
+    select(A.verification_id, *JOINED_ATTEMPT_COLUMNS)
+    .where(A.verification_id.in_(bindparam("ids", expanding=True)))
+    .order_by(A.verification_id, A.id)
+)
+
+
+def _joined_attempt(row: Any, livemode: bool) -> Attempt:
+    return Attempt(
+        id=row.attempt_id,
+        status=AttemptStatus(row.attempt_status),
+        carrier=row.attempt_carrier,
+        at=row.attempt_at,
+        error=row.attempt_error,
+        livemode=livemode,
+    )
 
 
 def joined_attempts(rows: Sequence[Any], *, livemode: bool) -> list[Attempt]:
     """The attempts in rows selected with JOINED_ATTEMPT_COLUMNS (an outer join: none is NULL)."""
-    return [
-        Attempt(
-            id=row.attempt_id,
-            status=AttemptStatus(row.attempt_status),
-            carrier=row.attempt_carrier,
-            at=row.attempt_at,
-            error=row.attempt_error,
-            livemode=livemode,
-        )
-        for row in rows
-        if row.attempt_id is not None
-    ]
+    return [_joined_attempt(row, livemode) for row in rows if row.attempt_id is not None]
 
 
 def attempts_of(
@@ -448,16 +446,7 @@ def attempts_of(
     if not ids:
         return grouped
     for row in conn.execute(_ATTEMPTS_OF_VERIFICATIONS, {"ids": list(ids)}):
-        grouped[row.verification_id].append(
-            Attempt(
-                id=row.id,
-                status=AttemptStatus(row.status),
-                carrier=row.carrier,
-                at=row.at,
-                error=row.error,
-                livemode=livemode,
-            )
-        )
+        grouped[row.verification_id].append(_joined_attempt(row, livemode))
     return grouped
 
 
