@@ -88,31 +88,28 @@ _BY_CARRIER_ID = Prepared(
         A.carrier_message_id == bindparam("carrier_message_id"),
     )
 )
+_FROM_QUEUED = update(attempts).where(
+    A.id == bindparam("attempt_id"), A.status == AttemptStatus.QUEUED.value
+)
+# Out of a dispatcher's hands: no lease, no owner.
+_RELEASED = {"lease_until": None, "lease_owner": None, "updated_at": _NOW}
 _RECORD_SENT = Prepared(
-    update(attempts)
-    .where(A.id == bindparam("attempt_id"), A.status == AttemptStatus.QUEUED.value)
-    .values(
+    _FROM_QUEUED.values(
         status=AttemptStatus.SENT.value,
         carrier_message_id=bindparam("carrier_message_id"),
         report_due_at=bindparam("report_due_at", type_=UtcDateTime()),
-        lease_until=None,
-        lease_owner=None,
-        updated_at=_NOW,
+        **_RELEASED,
     )
 )
 # Sent and delivered in one step: a carrier that answered with a final receipt
 # at once (the sandbox).
 _RECORD_DELIVERED = Prepared(
-    update(attempts)
-    .where(A.id == bindparam("attempt_id"), A.status == AttemptStatus.QUEUED.value)
-    .values(
+    _FROM_QUEUED.values(
         status=AttemptStatus.DELIVERED.value,
         carrier_message_id=bindparam("carrier_message_id"),
         error=None,
         report_due_at=None,
-        lease_until=None,
-        lease_owner=None,
-        updated_at=_NOW,
+        **_RELEASED,
     )
 )
 _FINISH = Prepared(
@@ -122,15 +119,11 @@ _FINISH = Prepared(
         status=bindparam("to_status"),
         error=bindparam("error_json", type_=A.error.type),
         report_due_at=None,
-        lease_until=None,
-        lease_owner=None,
-        updated_at=_NOW,
+        **_RELEASED,
     )
 )
 _POSTPONE = Prepared(
-    update(attempts)
-    .where(A.id == bindparam("attempt_id"), A.status == AttemptStatus.QUEUED.value)
-    .values(lease_until=bindparam("until", type_=UtcDateTime()), lease_owner=None)
+    _FROM_QUEUED.values(lease_until=bindparam("until", type_=UtcDateTime()), lease_owner=None)
 )
 
 
