@@ -79,14 +79,6 @@ class Rows:
     def first(self) -> Any | None:
         return self._rows[0] if self._rows else None
 
-    def scalar(self) -> Any | None:
-        return self._rows[0][0] if self._rows else None
-
-    def scalar_one_or_none(self) -> Any | None:
-        if len(self._rows) > 1:
-            raise exc.MultipleResultsFound("more than one row where one or none was expected")
-        return self.scalar()
-
     def scalars(self) -> list[Any]:
         return [r[0] for r in self._rows]
 
