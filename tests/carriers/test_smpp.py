@@ -96,7 +96,7 @@ def settings(port: int) -> SmppSettings:
         port=port,
         system_id="relay",
         password="secret",
-        response_timeout=1.0,
+        response_timeout=5.0,  # generous for loaded CI machines; tests of the timeout set their own
         enquire_link_interval=5.0,
         reconnect_backoff=(0.02, 0.1),
         throttle_retry_after=0.5,

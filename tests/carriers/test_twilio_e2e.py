@@ -56,7 +56,7 @@ def server(
                 "auth_token": AUTH_TOKEN,
                 "from_number": VALID_FROM,
                 "base_url": twilio.base_url,
-                "timeout": 2.0,
+                "timeout": 5.0,  # no test here waits it out; generous for loaded CI
             },
             "backup": {"kind": "sandbox"},
         },
