@@ -7,8 +7,15 @@ carriers) over a fresh SQLite database, or PostgreSQL with `--db pg`, and calls
 it with `--concurrency` requests in flight. Reports, per call: wall time, CPU
 time of this process, and SQL statements sent (counted at the driver).
 
+With `--sql` (SQLite), two more tables bound what any Python stack could
+reach. "SQL alone" replays, on raw sqlite3 with no Python layer above it, the
+very statements and parameters the measured creates and checks sent (with their
+BEGIN and COMMIT), on a copy of the database taken just before them. "Floor"
+calls the reference floor (`../shared/bench/reference/app.py`) in-process the
+same way as Relay, and times its SQL alone too.
+
 Usage:
-  .venv/bin/python bench/in_process.py [--calls 400] [--concurrency 1] [--db sqlite|pg]
+  .venv/bin/python bench/in_process.py [--calls 400] [--concurrency 1] [--db sqlite|pg] [--sql]
   .venv/bin/python bench/in_process.py --smoke     # 40 calls, for CI
 PostgreSQL: RELAY_BENCH_INPROCESS_PG, default postgresql://127.0.0.1:5432/relay_bench_inprocess;
 create it once: psql -h 127.0.0.1 -U postgres -c 'CREATE DATABASE relay_bench_inprocess'
@@ -22,10 +29,13 @@ import itertools
 import json
 import os
 import random
+import shutil
+import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +53,7 @@ PG_URL = os.environ.get(
     "RELAY_BENCH_INPROCESS_PG", "postgresql://127.0.0.1:5432/relay_bench_inprocess"
 )
 CODE_KEY = "bench-code-key-0123456789-0123456789-abcdef"
+REFERENCE = ROOT.parent / "shared" / "bench" / "reference"
 
 App = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 
@@ -98,6 +109,79 @@ def number() -> bytes:
     return json.dumps({"to": f"+1415{next(_numbers)}"}).encode()
 
 
+class Recorder:
+    """Every statement the app sends to SQLite, with its parameters and its transaction.
+
+    Each database call is one transaction on one of two connections (writer and
+    reader), so a transaction is the statements between two commits of one engine.
+    """
+
+    def __init__(self, engines: tuple[Any, ...]) -> None:
+        self.engines = engines
+        self.on = False
+        self.transactions: list[tuple[int, list[tuple[str, Any, bool]]]] = []
+        self._open: dict[int, list[tuple[str, Any, bool]]] = {}
+        for index, engine in enumerate(engines):
+            event.listen(engine, "before_cursor_execute", self._statement(index))
+            event.listen(engine, "commit", self._commit(index))
+            event.listen(engine, "rollback", self._commit(index))
+
+    def _statement(self, index: int) -> Callable[..., None]:
+        def record(_c: Any, _cur: Any, sql: str, params: Any, _ctx: Any, many: bool) -> None:
+            if self.on:
+                self._open.setdefault(index, []).append((sql, params, many))
+
+        return record
+
+    def _commit(self, index: int) -> Callable[[Any], None]:
+        def record(_connection: Any) -> None:
+            statements = self._open.pop(index, None)
+            if self.on and statements:
+                self.transactions.append((index, statements))
+
+        return record
+
+    @contextmanager
+    def recording(self) -> Iterator[list[tuple[int, list[tuple[str, Any, bool]]]]]:
+        self.transactions, self.on = [], True
+        try:
+            yield self.transactions
+        finally:
+            self.on = False
+
+
+def replay(path: Path, transactions: list[tuple[int, list[tuple[str, Any, bool]]]]) -> float:
+    """Seconds raw sqlite3 takes for these transactions, with Relay's pragmas and BEGINs."""
+    begins = ("BEGIN IMMEDIATE", "BEGIN")  # writer, reader: the order of db.engines
+    connections = []
+    for _ in begins:
+        connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
+            connection.execute(f"PRAGMA {pragma}")
+        connections.append(connection)
+    started = time.perf_counter()
+    for index, statements in transactions:
+        connection = connections[index]
+        connection.execute(begins[index])
+        for sql, params, many in statements:
+            if many:
+                connection.executemany(sql, params).fetchall()
+            else:
+                connection.execute(sql, params).fetchall()
+        connection.execute("COMMIT")
+    elapsed = time.perf_counter() - started
+    for connection in connections:
+        connection.close()
+    return elapsed
+
+
+def snapshot(database: Path, copy: Path) -> None:
+    source, target = sqlite3.connect(database), sqlite3.connect(copy)
+    source.backup(target)
+    source.close()
+    target.close()
+
+
 def bench_settings(args: argparse.Namespace, data_dir: Path) -> Settings:
     url = PG_URL if args.db == "pg" else f"sqlite:///{data_dir / 'relay.sqlite3'}"
     return Settings(
@@ -113,7 +197,8 @@ def bench_settings(args: argparse.Namespace, data_dir: Path) -> Settings:
     )
 
 
-async def measure(args: argparse.Namespace, settings: Settings) -> None:
+async def measure(args: argparse.Namespace, settings: Settings) -> dict[str, float]:
+    """Relay's calls; returns µs of CPU per call by name, for the --sql tables."""
     services = build_services(settings)
     key = (await services.accounts.create_account("Bench")).test_key
     app = create_app(services)
@@ -123,8 +208,10 @@ async def measure(args: argparse.Namespace, settings: Settings) -> None:
         nonlocal statements
         statements += 1
 
-    for engine in services.db.engines:  # type: ignore[attr-defined]
+    engines = services.db.engines  # type: ignore[attr-defined]
+    for engine in engines:
         event.listen(engine, "before_cursor_execute", count)
+    recorder = Recorder(engines) if args.sql else None
     ids: list[str] = []
     gate = asyncio.Semaphore(args.concurrency)
 
@@ -146,10 +233,14 @@ async def measure(args: argparse.Namespace, settings: Settings) -> None:
         async with gate:
             await work
 
+    cpu_per_call: dict[str, float] = {}
+    recorded: dict[str, list[tuple[int, list[tuple[str, Any, bool]]]]] = {}
     async with app.router.lifespan_context(app):
         for _ in range(args.warmup):
             await create()
         ids.clear()
+        if recorder is not None:
+            snapshot(settings.data_dir / "relay.sqlite3", settings.data_dir / "replay.sqlite3")
         print(
             f"db={args.db} calls={args.calls} concurrency={args.concurrency} "
             "(ASGI app called in-process: no TLS, no socket)"
@@ -162,14 +253,108 @@ async def measure(args: argparse.Namespace, settings: Settings) -> None:
         ]
         for name, work in runs:
             statements = 0
-            started, cpu = time.perf_counter(), time.process_time()
-            await asyncio.gather(*(gated(work(i)) for i in range(args.calls)))
-            wall = time.perf_counter() - started
-            used = time.process_time() - cpu
+            with recording(recorder, name, recorded):
+                started, cpu = time.perf_counter(), time.process_time()
+                await asyncio.gather(*(gated(work(i)) for i in range(args.calls)))
+                wall = time.perf_counter() - started
+                used = time.process_time() - cpu
+            cpu_per_call[name] = used / args.calls * 1e6
             print(
                 f"{name:9} {args.calls / wall:8,.0f} {wall / args.calls * 1e6:9,.0f} "
-                f"{used / args.calls * 1e6:8,.0f} {statements / args.calls:11.1f}"
+                f"{cpu_per_call[name]:8,.0f} {statements / args.calls:11.1f}"
             )
+    if recorder is not None:
+        print()
+        print("SQL alone: the same statements and parameters on raw sqlite3, no Python layer")
+        print(f"{'call':9} {'µs':>8} {'of CPU':>7} {'transactions':>13}")
+        copy = settings.data_dir / "replay.sqlite3"
+        for name in ("create", "check"):
+            transactions = recorded[name]
+            seconds = replay(copy, transactions)
+            micros = seconds / args.calls * 1e6
+            print(
+                f"{name:9} {micros:8,.0f} {micros / cpu_per_call[name]:7.0%}"
+                f" {len(transactions) / args.calls:13.1f}"
+            )
+    return cpu_per_call
+
+
+@contextmanager
+def recording(
+    recorder: Recorder | None,
+    name: str,
+    into: dict[str, list[tuple[int, list[tuple[str, Any, bool]]]]],
+) -> Iterator[None]:
+    if recorder is None:
+        yield
+        return
+    with recorder.recording() as transactions:
+        yield
+    into[name] = transactions
+
+
+async def measure_floor(args: argparse.Namespace, tmp: Path, relay_cpu: dict[str, float]) -> None:
+    """The reference floor's create and check, called in-process like Relay's."""
+    import importlib.util
+
+    os.environ.update({"REF_DB": "sqlite", "REF_SQLITE": str(tmp / "floor.sqlite3")})
+    spec = importlib.util.spec_from_file_location("reference_floor", REFERENCE / "app.py")
+    assert spec is not None
+    assert spec.loader is not None
+    floor = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(floor)
+    app = floor.app
+    ids: list[str] = []
+    cpu: dict[str, float] = {}
+
+    async def create(_: int) -> None:
+        status, body = await call(app, "POST", "/v1/verifications", number(), "")
+        assert status == 200, body
+        ids.append(json.loads(body)["id"])
+
+    async def check(i: int) -> None:
+        body = json.dumps({"id": ids[i], "code": "123456"}).encode()
+        status, answer = await call(app, "POST", "/v1/verifications/check", body, "")
+        assert status == 200, answer
+
+    print()
+    print("Floor: the reference floor's app, called the same way")
+    print(f"{'call':9} {'µs wall':>9} {'µs CPU':>8} {'µs SQL':>7} {'Relay CPU':>10}")
+    async with app.router.lifespan_context(app):
+        for _ in range(args.warmup):
+            await create(0)
+        ids.clear()
+        for name, work in (("create", create), ("check", check)):
+            started, used = time.perf_counter(), time.process_time()
+            for i in range(args.calls):
+                await work(i)
+            wall = time.perf_counter() - started
+            cpu[name] = (time.process_time() - used) / args.calls * 1e6
+            sql = await floor_sql(floor, name, args.calls)
+            print(
+                f"{name:9} {wall / args.calls * 1e6:9,.0f} {cpu[name]:8,.0f} {sql:7,.0f}"
+                f" {relay_cpu[name] / cpu[name]:9.1f}x"
+            )
+
+
+async def floor_sql(floor: Any, name: str, calls: int) -> float:
+    """µs per call in the floor's store alone (its SQL, plus the check's one HMAC)."""
+    store = floor.store
+    if name == "create":
+        rows = [floor.new_row(f"+1415{next(_numbers)}") for _ in range(calls)]
+        started = time.perf_counter()
+        for row in rows:
+            await store.create(*row)
+    else:
+        found = store.db.execute(
+            "SELECT id FROM ref_verifications WHERE status = 'pending' AND checks < 4 LIMIT ?",
+            (calls,),
+        ).fetchall()
+        started = time.perf_counter()
+        for (vid,) in found:
+            await store.check(vid, "123456")
+        calls = len(found)
+    return (time.perf_counter() - started) / calls * 1e6
 
 
 def main() -> None:
@@ -179,7 +364,14 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--smoke", action="store_true", help="40 calls, for CI")
+    parser.add_argument(
+        "--sql", action="store_true", help="SQLite: also SQL alone and the reference floor"
+    )
     args = parser.parse_args()
+    if args.sql and args.db != "sqlite":
+        raise SystemExit("--sql replays on raw sqlite3: use it with --db sqlite")
+    if args.sql and args.concurrency != 1:
+        raise SystemExit("--sql times calls one at a time: use it with --concurrency 1")
     if args.smoke:
         args.calls, args.warmup = 40, 5
     if args.db == "pg":
@@ -190,7 +382,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         settings = bench_settings(args, Path(tmp))
         upgrade(settings.resolved_database_url)  # runs its own event loop on PostgreSQL
-        asyncio.run(measure(args, settings))
+        relay_cpu = asyncio.run(measure(args, settings))
+        if args.sql:
+            shutil.rmtree(Path(tmp) / "floor", ignore_errors=True)
+            asyncio.run(measure_floor(args, Path(tmp), relay_cpu))
 
 
 async def _reset_pg() -> None:
