@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 from sqlalchemy import Connection, bindparam, event, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.dialects.sqlite.base import DATETIME
+from sqlalchemy.exc import IntegrityError, InvalidRequestError
 
 from relay.db.engine import Database
 from relay.db.prepared import Prepared
@@ -114,3 +116,61 @@ async def test_an_expanding_in_list_is_refused(db: Database) -> None:
     statement = Prepared(select(E.id).where(E.id.in_(bindparam("ids", expanding=True))))
     with pytest.raises(ValueError, match="expanding"):
         await db.read(lambda c: statement.execute(c, {"ids": ["evt_1"]}))
+
+
+@pytest.mark.asyncio
+async def test_a_missing_parameter_is_refused_rather_than_bound_as_null(db: Database) -> None:
+    with pytest.raises(InvalidRequestError, match="event_id"):
+        await db.read(lambda c: Prepared(_EVENT).execute(c, {}))
+
+
+@pytest.mark.asyncio
+async def test_execute_many_writes_every_row_as_core_executemany_does(db: Database) -> None:
+    ours = [event_row(f"evt_m{i}") for i in range(3)]
+    cores = [event_row(f"evt_c{i}") for i in range(3)]
+
+    def write(conn: Connection) -> None:
+        Prepared(_INSERT_EVENT).execute_many(conn, ours)
+        conn.execute(_INSERT_EVENT, cores)
+
+    await db.write(write)
+
+    def read(conn: Connection) -> list[tuple[Any, ...]]:
+        statement = Prepared(_EVENT)
+        found = []
+        for i in range(3):
+            for name in (f"evt_m{i}", f"evt_c{i}"):
+                row = statement.execute(conn, {"event_id": name}).first()
+                assert row is not None, name
+                found.append(tuple(row)[1:])
+        return found
+
+    rows = await db.read(read)
+    assert len(rows) == 6
+    assert all(row == rows[0] for row in rows)
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        datetime(2026, 11, 21, 8, 30, 15, 123456, tzinfo=UTC),
+        datetime(2026, 11, 21, 8, 30, 15, tzinfo=UTC),
+        datetime(2026, 1, 1, 2, 0, 0, 7, tzinfo=timezone(timedelta(hours=5, minutes=30))),
+        datetime(999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+    ],
+)
+def test_utc_datetimes_reach_sqlite_as_the_text_sqlalchemy_would_write(moment: datetime) -> None:
+    dialect = sqlite.dialect()
+    ours = UtcDateTime().dialect_impl(dialect).bind_processor(dialect)
+    theirs = DATETIME().bind_processor(dialect)
+    assert ours is not None
+    assert theirs is not None
+    assert ours(moment) == theirs(moment.astimezone(UTC).replace(tzinfo=None))
+
+
+def test_a_naive_datetime_is_refused_on_sqlite_too() -> None:
+    dialect = sqlite.dialect()
+    process = UtcDateTime().dialect_impl(dialect).bind_processor(dialect)
+    assert process is not None
+    with pytest.raises(ValueError, match="naive"):
+        process(datetime(2026, 11, 21, 8, 30))

@@ -186,8 +186,8 @@ def bump_many(
     bucket: datetime,
 ) -> None:
     """Add (kind, subject, sends, approvals, failed_checks) to several counters at once."""
-    conn.execute(
-        _bump_statement(conn.dialect.name),
+    _bump_one(conn.dialect.name).execute_many(
+        conn,
         [
             {
                 "account_id": scope.account_id,

@@ -40,13 +40,25 @@ class _Plan:
     binds: tuple[Processor, ...]
     results: tuple[Processor, ...]
     row: Any  # a namedtuple class, or None for statements that return no rows
+    # Per position: the caller's key, whether the caller must give it, and the
+    # value otherwise. None where construct_params is needed (callable values,
+    # escaped names).
+    sources: tuple[tuple[str, bool, Any], ...] | None
 
     def values(self, params: Mapping[str, Any]) -> tuple[Any, ...]:
-        full = self.compiled.construct_params(params)
-        return tuple(
-            full[name] if process is None else process(full[name])
-            for name, process in zip(self.names, self.binds, strict=True)
-        )
+        if self.sources is None:
+            full = self.compiled.construct_params(params)
+            return tuple(
+                full[name] if process is None else process(full[name])
+                for name, process in zip(self.names, self.binds, strict=True)
+            )
+        out = []
+        for (key, required, default), process in zip(self.sources, self.binds, strict=True):
+            if required and key not in params:
+                raise exc.InvalidRequestError(f"A value is required for bind parameter {key!r}")
+            value = params.get(key, default)
+            out.append(value if process is None else process(value))
+        return tuple(out)
 
     def rows(self, raw: Sequence[Any]) -> list[Any]:
         results, row = self.results, self.row
@@ -95,21 +107,39 @@ class Prepared:
 
     def execute(self, conn: Connection, params: Mapping[str, Any] | None = None) -> Rows:
         params = params or {}
+        plan = self._plan_for(conn, params)
+        values = plan.values(params)
+        return self._run(conn, plan, values, many=False)
+
+    def execute_many(self, conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+        """One statement, once per row (the driver's executemany); rows share their keys."""
+        if not rows:
+            return
+        plan = self._plan_for(conn, rows[0])
+        self._run(conn, plan, [plan.values(row) for row in rows], many=True)
+
+    def _plan_for(self, conn: Connection, params: Mapping[str, Any]) -> _Plan:
         keys = tuple(params) if self._keyed else ()
         dialect = conn.dialect
         plan = self._plans.get((dialect.name, keys))
         if plan is None:
             plan = self._plans[(dialect.name, keys)] = _plan(self.statement, dialect, keys)
-        values = plan.values(params)
+        return plan
+
+    def _run(self, conn: Connection, plan: _Plan, values: Any, *, many: bool) -> Rows:
+        dialect = conn.dialect
         dbapi_connection = conn.connection.dbapi_connection
         assert dbapi_connection is not None
         cursor = dbapi_connection.cursor()
         try:
             hooks = conn.dispatch.before_cursor_execute
             if hooks:
-                hooks(conn, cursor, plan.sql, values, None, False)
+                hooks(conn, cursor, plan.sql, values, None, many)
             try:
-                cursor.execute(plan.sql, values)
+                if many:
+                    cursor.executemany(plan.sql, values)
+                else:
+                    cursor.execute(plan.sql, values)
             except dialect.loaded_dbapi.Error as error:
                 invalidated = dialect.is_disconnect(error, dbapi_connection, cursor)
                 if invalidated:
@@ -122,8 +152,8 @@ class Prepared:
                     connection_invalidated=invalidated,
                     dialect=dialect,
                 ) from error
-            rows = plan.rows(cursor.fetchall()) if plan.row is not None else []
-            return Rows(rows, cursor.rowcount)
+            fetched = plan.rows(cursor.fetchall()) if plan.row is not None and not many else []
+            return Rows(fetched, cursor.rowcount)
         finally:
             cursor.close()
 
@@ -145,4 +175,22 @@ def _plan(statement: Executable, dialect: Dialect, keys: tuple[str, ...]) -> _Pl
     columns = list(getattr(statement, "exported_columns", ()))
     results = tuple(c.type.dialect_impl(dialect).result_processor(dialect, None) for c in columns)
     row = namedtuple("Row", [c.key for c in columns]) if columns else None
-    return _Plan(compiled, compiled.string, names, binds, results, row)
+    return _Plan(compiled, compiled.string, names, binds, results, row, _sources(compiled, names))
+
+
+def _sources(
+    compiled: SQLCompiler, names: tuple[str, ...]
+) -> tuple[tuple[str, bool, Any], ...] | None:
+    """Where each position's value comes from, as construct_params would find it."""
+    if compiled.escaped_bind_names:
+        return None
+    sources = []
+    for name in names:
+        bind = compiled.binds[name]
+        if bind.callable is not None:
+            return None
+        # An anonymous bind (a literal in the statement) is found by its compiled
+        # name, which callers never pass; a named one by the key they pass.
+        key = name if bind.key.startswith("%(") else bind.key
+        sources.append((key, bool(bind.required), bind.value))
+    return tuple(sources)
