@@ -30,6 +30,5 @@ class OffsetClock:
 
 def isoformat(moment: datetime) -> str:
     """ISO 8601 in UTC with a `Z`, millisecond precision, as the API shows times."""
-    return (
-        moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-    )
+    # "+00:00" is the only offset an aware UTC time can carry.
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"

@@ -34,12 +34,14 @@ class _Monotonic:
 _GENERATOR = _Monotonic()
 
 
+# Every two-digit string, by the 10 bits it stands for: half the steps of one digit at a time.
+_PAIRS = tuple(high + low for high in _ALPHABET for low in _ALPHABET)
+_PAIR_SHIFTS = tuple(range(120, -1, -10))
+
+
 def _encode(value: int) -> str:
-    chars = []
-    for _ in range(_BODY_LENGTH):
-        chars.append(_ALPHABET[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
+    """26 Crockford base32 digits of a 128-bit value, most significant first."""
+    return "".join([_PAIRS[(value >> shift) & 1023] for shift in _PAIR_SHIFTS])
 
 
 def new_id(prefix: str) -> str:
