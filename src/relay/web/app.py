@@ -18,6 +18,7 @@ from relay.events.delivery import run_delivery
 from relay.services import Services
 from relay.web import errors as error_map
 from relay.web.carrier_routes import router as carrier_router
+from relay.web.direct import DirectRoutes
 from relay.web.docs import api_page, errors_page
 from relay.web.event_routes import router as event_router
 from relay.web.idempotency import IdempotencyMiddleware, document_header
@@ -71,7 +72,9 @@ def create_app(services: Services, *, background: bool = True) -> FastAPI:
     app.add_exception_handler(RequestValidationError, error_map.on_validation_error)
     app.add_exception_handler(HTTPException, error_map.on_http_error)
     app.add_exception_handler(Exception, error_map.on_unexpected)
-    # Added innermost first: Edge (HTTPS, body cap) → per-key rate limit → idempotency → routes.
+    # Added innermost first: Edge (HTTPS, body cap) → per-key rate limit → idempotency
+    # → create, check and retrieve directly, or FastAPI's routes.
+    app.add_middleware(DirectRoutes, services=services)
     app.add_middleware(IdempotencyMiddleware, services=services)
     app.add_middleware(RateLimitMiddleware, services=services)
     app.add_middleware(EdgeMiddleware, trusted_proxies=services.settings.trusted_proxies)

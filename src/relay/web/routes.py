@@ -127,6 +127,10 @@ async def create_verification(
 ) -> Response:
     """Send a code to `to`. A second create for a number that has a pending
     verification resends the same code and returns the same verification."""
+    return await create(app, who, body)
+
+
+async def create(app: Services, who: Caller, body: CreateVerificationBody) -> Response:
     require_webhook_url(body.webhook_url, allowed=app.settings.webhook_allowed_networks)
     request = CreateRequest(
         to=body.to,
@@ -151,6 +155,10 @@ async def check_verification(
 ) -> Response:
     """Submit a code by verification `id`, or by `to` for that number's pending
     verification. At most 5 checks count."""
+    return await check(app, who, body)
+
+
+async def check(app: Services, who: Caller, body: CheckVerificationBody) -> Response:
     if (body.id is None) == (body.to is None):
         if body.id is None:
             raise ParameterMissing("Give either id or to.", param="id")
@@ -169,6 +177,10 @@ async def check_verification(
     operation_id="retrieve_verification",
 )
 async def retrieve_verification(verification_id: str, who: CallerDep, app: ServicesDep) -> Response:
+    return await retrieve(app, who, verification_id)
+
+
+async def retrieve(app: Services, who: Caller, verification_id: str) -> Response:
     verification = await app.verifications.retrieve(who, _verification_id(verification_id))
     return _render(verification, app.clock.now())
 
