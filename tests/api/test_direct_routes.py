@@ -1,4 +1,4 @@
-"""Create, check and retrieve skip FastAPI's routing, and answer exactly as FastAPI would.
+"""The busiest routes skip FastAPI's routing, and answer exactly as FastAPI would.
 
 Each request goes to two apps over one database: Relay as it serves, and the
 same app with the direct layer taken out, so FastAPI's own routes answer. Every
@@ -169,8 +169,38 @@ async def test_a_refused_check_is_refused_the_same_way_as_by_fastapi(
     assert same_answer(direct, fastapi)["error"]["code"] == code, case
 
 
+SEND_REFUSALS: list[tuple[str, bytes, str]] = [
+    ("no body", b"", "parameter_missing"),
+    ("cut-off JSON", b'{"to": ', "invalid_json"),
+    ("no code", body({"to": NUMBER}), "parameter_missing"),
+    ("a code with a space", body({"to": NUMBER, "code": "12 34"}), "parameter_invalid"),
+    ("a code too short", body({"to": NUMBER, "code": "123"}), "parameter_invalid"),
+    ("an unknown field", body({"to": NUMBER, "code": "1234", "ttl": 60}), "parameter_unknown"),
+    ("to not E.164", body({"to": "0044 20", "code": "1234"}), "phone_number_invalid"),
+]
+
+
 @pytest.mark.asyncio
-@pytest.mark.parametrize("path", ["/v1/verifications/ver_unknown", "/v1/verifications/check"])
+@pytest.mark.parametrize(
+    ("case", "payload", "code"), SEND_REFUSALS, ids=[c[0] for c in SEND_REFUSALS]
+)
+async def test_a_refused_send_is_refused_the_same_way_as_by_fastapi(
+    pair: Pair, case: str, payload: bytes, code: str
+) -> None:
+    direct, fastapi = await pair.both("POST", "/v1/messages", payload)
+    assert same_answer(direct, fastapi)["error"]["code"] == code, case
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/verifications/ver_unknown",
+        "/v1/verifications/check",
+        "/v1/messages/msg_unknown",
+        "/v1/messages/ver_00000000000000000000000000",
+    ],
+)
 async def test_retrieving_what_is_not_there_answers_as_fastapi_does(pair: Pair, path: str) -> None:
     direct, fastapi = await pair.both("GET", path)
     assert same_answer(direct, fastapi)["error"]["code"] == "resource_missing"
@@ -209,3 +239,17 @@ async def test_a_wrong_code_counts_once_through_either_path(pair: Pair) -> None:
     for answer in (first, second):
         del answer["remaining_checks"], answer["updated_at"]
     assert first == second
+
+
+@pytest.mark.asyncio
+async def test_a_message_reads_the_same_through_either_path(pair: Pair) -> None:
+    headers = {"authorization": f"Bearer {pair.key}"}
+    sent = await pair.direct.post(
+        "/v1/messages", json={"to": NUMBER, "code": "482913"}, headers=headers
+    )
+    assert sent.status_code == 200, sent.text
+    assert "482913" not in sent.text
+
+    direct, fastapi = await pair.both("GET", f"/v1/messages/{sent.json()['id']}")
+
+    assert same_answer(direct, fastapi)["id"] == sent.json()["id"]

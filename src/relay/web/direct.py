@@ -1,14 +1,15 @@
-"""The three busiest routes, dispatched without FastAPI's per-request machinery.
+"""The busiest routes, dispatched without FastAPI's per-request machinery.
 
-Create, check and retrieve carry nearly all of a deployment's traffic. FastAPI's
-route search, dependency solving and request wrappers cost about a tenth of a
-create's CPU (docs/benchmarks.md). This layer sits inside the idempotency
-middleware, recognises exactly those three requests and runs the same route
-functions (`relay.web.routes`) with what FastAPI would have given them: the
-caller, the JSON body validated by the same model with the same rules, in the
-same order (an undecodable body, then authentication, then the fields). Every
-other request, HEAD included, goes on to FastAPI, which still declares all
-routes for the OpenAPI document.
+Verifications (create, check, retrieve) and messages (send, retrieve) carry
+nearly all of a deployment's traffic, and FastAPI's route search, dependency
+solving and request wrappers cost a quarter of a create's CPU and two fifths
+of a check's (docs/decisions.md). This layer sits inside the idempotency
+middleware, recognises exactly those requests and runs the same route
+functions (`relay.web.routes`, `relay.web.message_routes`) with what FastAPI
+would have given them: the caller, and the JSON body validated by the same
+model with the same rules, in the same order (an undecodable body, then
+authentication, then the fields). Every other request, HEAD included, goes on
+to FastAPI, which still declares all the routes for the OpenAPI document.
 """
 
 from __future__ import annotations
@@ -25,14 +26,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from relay import errors as e
 from relay.accounts.models import Caller
 from relay.services import Services
-from relay.web import routes
+from relay.web import message_routes, routes
+from relay.web.bodies import read_body
 from relay.web.callers import base_url, scope_caller
 from relay.web.errors import error_response, translate_validation
-from relay.web.schemas import CheckVerificationBody, CreateVerificationBody
-
-_VERIFICATIONS = "/v1/verifications"
-_ONE = _VERIFICATIONS + "/"
-_CHECK = _VERIFICATIONS + "/check"
+from relay.web.schemas import CheckVerificationBody, CreateVerificationBody, SendMessageBody
 
 Handler = Callable[[Services, Caller, Any], Awaitable[Response]]
 
@@ -54,12 +52,17 @@ class DirectRoutes:
         await response(scope, receive, send)
 
     async def _answer(
-        self, scope: Scope, receive: Receive, handler: Handler, model: type[BaseModel] | None
+        self,
+        scope: Scope,
+        receive: Receive,
+        handler: Handler,
+        model: type[BaseModel] | None,
+        object_id: str,
     ) -> Response:
         if model is None:
             caller = await self._caller(scope)
-            return await handler(self.services, caller, scope["path"][len(_ONE) :])
-        document = _decoded(await _body(receive))
+            return await handler(self.services, caller, object_id)
+        document = _decoded(await read_body(receive))
         caller = await self._caller(scope)
         return await handler(self.services, caller, _validated(model, document))
 
@@ -70,28 +73,30 @@ class DirectRoutes:
         return caller
 
 
-def _route(scope: Scope) -> tuple[Handler, type[BaseModel] | None] | None:
+_POSTS: dict[str, tuple[Handler, type[BaseModel]]] = {
+    "/v1/verifications": (routes.create, CreateVerificationBody),
+    "/v1/verifications/check": (routes.check, CheckVerificationBody),
+    "/v1/messages": (message_routes.send, SendMessageBody),
+}
+# Prefix, then one path segment: the object's id (FastAPI's `{..._id}`).
+_GETS: tuple[tuple[str, Handler], ...] = (
+    ("/v1/verifications/", routes.retrieve),
+    ("/v1/messages/", message_routes.retrieve),
+)
+
+
+def _route(scope: Scope) -> tuple[Handler, type[BaseModel] | None, str] | None:
     method, path = scope["method"], scope["path"]
     if method == "POST":
-        if path == _VERIFICATIONS:
-            return routes.create, CreateVerificationBody
-        if path == _CHECK:
-            return routes.check, CheckVerificationBody
-    elif method == "GET" and path.startswith(_ONE):
-        verification_id = path[len(_ONE) :]
-        if verification_id and "/" not in verification_id:
-            return routes.retrieve, None
+        found = _POSTS.get(path)
+        return None if found is None else (*found, "")
+    if method == "GET":
+        for prefix, handler in _GETS:
+            if path.startswith(prefix):
+                object_id = path[len(prefix) :]
+                if object_id and "/" not in object_id:
+                    return handler, None, object_id
     return None
-
-
-async def _body(receive: Receive) -> bytes:
-    # EdgeMiddleware has already read, capped and replayed the body in one message.
-    chunks: list[bytes] = []
-    while True:
-        message = await receive()
-        chunks.append(message.get("body", b""))
-        if message["type"] != "http.request" or not message.get("more_body", False):
-            return b"".join(chunks)
 
 
 _MISSING = object()
