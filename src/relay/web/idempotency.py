@@ -25,6 +25,7 @@ from relay.idempotency.models import (
 )
 from relay.services import Services
 from relay.verifications.store import Scope as DataScope
+from relay.web.bodies import read_body, replay
 from relay.web.callers import base_url, scope_caller
 from relay.web.errors import error_response
 
@@ -93,7 +94,7 @@ class IdempotencyMiddleware:
     async def _run(
         self, scope: Scope, receive: Receive, send: Send, owner: DataScope, key: str
     ) -> None:
-        body = await _read_body(receive)
+        body = await read_body(receive)
         request_hash = fingerprint(scope["method"], scope["path"], scope["query_string"], body)
         keys = self.services.idempotency
         try:
@@ -105,7 +106,7 @@ class IdempotencyMiddleware:
             await _send(send, claim.response, replayed=True)
             return
         try:
-            response = await _capture(self.app, scope, _replay(body, receive))
+            response = await _capture(self.app, scope, replay(body, receive))
         except BaseException:
             # Crashed or cancelled: free the key so the client's retry can run. If even
             # that fails, the lease lapses and a retry takes the key over.
@@ -114,28 +115,6 @@ class IdempotencyMiddleware:
             raise
         await keys.finish(owner, key, claim, response if is_storable(response.status) else None)
         await _send(send, response, replayed=False)
-
-
-async def _read_body(receive: Receive) -> bytes:
-    chunks: list[bytes] = []
-    while True:
-        message = await receive()
-        chunks.append(message.get("body", b""))
-        if message["type"] != "http.request" or not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
 
 
 async def _capture(app: ASGIApp, scope: Scope, receive: Receive) -> StoredResponse:

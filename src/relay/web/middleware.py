@@ -12,6 +12,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from relay import errors as e
 from relay.config import IpNetwork
 from relay.ids import new_id
+from relay.web.bodies import replay
+from relay.web.callers import base_url
 from relay.web.errors import error_response
 
 MAX_BODY = 64 * 1024
@@ -50,16 +52,16 @@ class EdgeMiddleware:
         if refusal is None and scope["method"] in _WITH_BODY:
             body, refusal = await _read_body(receive)
         if refusal is not None:
-            await error_response(refusal, base_url=_base_url(scope))(scope, receive, send_with_id)
+            await error_response(refusal, base_url=base_url(scope))(scope, receive, send_with_id)
         else:
             try:
-                await self.app(scope, _replay(body, receive), send_with_id)
+                await self.app(scope, replay(body, receive), send_with_id)
             except Exception:
                 # The trace goes to the log only; the client gets the bare envelope.
                 log.exception("http.unhandled", extra={"request_id": request_id})
                 if status_seen:
                     raise
-                answer = error_response(e.InternalError(), base_url=_base_url(scope))
+                answer = error_response(e.InternalError(), base_url=base_url(scope))
                 await answer(scope, receive, send_with_id)
         log.info(
             "http.request",
@@ -117,21 +119,3 @@ async def _read_body(receive: Receive) -> tuple[bytes, e.RelayError | None]:
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks), None
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
-
-
-def _base_url(scope: Scope) -> str:
-    host = dict(scope["headers"]).get(b"host", b"localhost").decode("latin-1")
-    return f"https://{host}"
