@@ -64,6 +64,8 @@ def create_app(services: Services, *, background: bool = True) -> FastAPI:
         default_response_class=JsonResponse,
     )
     app.state.services = services
+    # First: a route is found by trying each in turn, and load balancers poll /healthz.
+    _add_pages(app)
     app.include_router(router)
     app.include_router(message_router)
     app.include_router(event_router)
@@ -78,7 +80,6 @@ def create_app(services: Services, *, background: bool = True) -> FastAPI:
     app.add_middleware(IdempotencyMiddleware, services=services)
     app.add_middleware(RateLimitMiddleware, services=services)
     app.add_middleware(EdgeMiddleware, trusted_proxies=services.settings.trusted_proxies)
-    _add_pages(app)
     document_header(app)
     return app
 
