@@ -375,10 +375,10 @@ def main() -> None:
     if args.smoke:
         args.calls, args.warmup = 40, 5
     if args.db == "pg":
-        from bench.verify_bench import _require_database
+        from bench.verify_bench import _require_database, reset_schema
 
         asyncio.run(_require_database(PG_URL))
-        asyncio.run(_reset_pg())
+        asyncio.run(reset_schema(PG_URL))
     with tempfile.TemporaryDirectory() as tmp:
         settings = bench_settings(args, Path(tmp))
         upgrade(settings.resolved_database_url)  # runs its own event loop on PostgreSQL
@@ -386,17 +386,6 @@ def main() -> None:
         if args.sql:
             shutil.rmtree(Path(tmp) / "floor", ignore_errors=True)
             asyncio.run(measure_floor(args, Path(tmp), relay_cpu))
-
-
-async def _reset_pg() -> None:
-    """A clean schema each run: the bench database holds nothing else."""
-    import asyncpg
-
-    connection = await asyncpg.connect(PG_URL)
-    try:
-        await connection.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
-    finally:
-        await connection.close()
 
 
 if __name__ == "__main__":

@@ -389,6 +389,7 @@ def main() -> None:
         raise SystemExit("wrk is not installed (Debian: apt-get install wrk); nothing was run")
     if args.db == "pg":
         asyncio.run(_require_database(PG_URL))
+        asyncio.run(reset_schema(PG_URL))
     with tempfile.TemporaryDirectory() as tmp:
         run_all(Path(tmp), args)
 
@@ -407,6 +408,18 @@ async def _require_database(url: str) -> None:
     except OSError as error:
         raise SystemExit(f"PostgreSQL at {url} is not reachable: {error}") from None
     await connection.close()
+
+
+async def reset_schema(url: str) -> None:
+    """Every run starts from an empty database: rows left by earlier runs (the
+    floor's and Relay's) would make runs differ by how many came before."""
+    import asyncpg
+
+    connection = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+    try:
+        await connection.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+    finally:
+        await connection.close()
 
 
 def run_all(tmp: Path, args: argparse.Namespace) -> None:
