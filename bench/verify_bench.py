@@ -25,6 +25,10 @@ creates: about half a second here), and 64 new TLS handshakes. The server's log
 showed it: every slow request of a paced run was in its first 0.6 s, finishing
 8 ms after the one before. That second is left out of the achieved rate.
 
+Each row also shows the CPU the server's processes used per request during
+the run (user and system time from /proc, so Linux only): what one request
+costs the server, apart from wrk and, on PostgreSQL, the database server.
+
 Checks send a wrong code to verifications made by the create runs, each at most
 four times, so every measured check finds its verification pending on both
 servers.
@@ -190,6 +194,9 @@ class Result:
     socket_errors: int
     late: int
     target_rps: float | None = None
+    # CPU seconds the server's processes used during the run, per request: what
+    # the server spends on one request, whatever wrk and the database take.
+    cpu_us: float | None = None
 
     @property
     def rps(self) -> float:
@@ -285,11 +292,39 @@ def wrk(url: str, script: str, path: Path, load: Load, *, seconds: int | None = 
     )
 
 
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu_seconds(pid: int) -> float:
+    """User and system CPU of `pid` and every process below it (uvicorn's workers), Linux."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        parents[int(entry.name)] = int(fields[1])
+        times[int(entry.name)] = (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [child for child, ppid in parents.items() if ppid == parent]
+        tree.update(children)
+        frontier.extend(children)
+    return sum(times.get(member, 0.0) for member in tree)
+
+
 class Driver:
     """The wrk runs against one server; creates feed the ids that later runs use."""
 
-    def __init__(self, name: str, url: str, key: str, tmp: Path, load: Load) -> None:
+    def __init__(
+        self, name: str, url: str, key: str, tmp: Path, load: Load, server_pid: int
+    ) -> None:
         self.name, self.url, self.key, self.tmp, self.load = name, url, key, tmp, load
+        self.server_pid = server_pid
         self.ids = tmp / f"{name}-ids.txt"
         self.ids.touch()
         self.next_id = 0
@@ -312,7 +347,10 @@ class Driver:
         lua = self.tmp / f"{self.name}-{self.runs}.lua"
         if rate is not None:
             seconds = (seconds or self.load.seconds) + PACING_START_S
+        used = server_cpu_seconds(self.server_pid)
         result = wrk(f"{self.url}{path}", script, lua, self.load, seconds=seconds)
+        used = server_cpu_seconds(self.server_pid) - used
+        result = dataclasses.replace(result, cpu_us=used / result.requests * 1e6)
         if rate is not None:
             paced = result.seconds - PACING_START_S
             result = dataclasses.replace(result, target_rps=rate, seconds=paced)
@@ -492,7 +530,7 @@ def run_all(tmp: Path, args: argparse.Namespace) -> None:
         url = f"https://localhost:{port}"
         with running(command, command_env) as process:
             wait_ready(url, context, process)
-            driver = Driver(name, url, key, tmp, load)
+            driver = Driver(name, url, key, tmp, load, process.pid)
             rows += measure(driver, args)
     report(rows, args)
 
@@ -522,14 +560,14 @@ def report(rows: list[Row], args: argparse.Namespace) -> None:
         "(HTTPS, wrk on the same machine)"
     )
     header = f"{'server':10} {'call':9} {'load':15} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8}"
-    print(f"{header} {'p99 ms':>8} {'non-2xx':>8} {'errors':>7}")
+    print(f"{header} {'p99 ms':>8} {'non-2xx':>8} {'errors':>7} {'CPU µs/req':>11}")
     for row in rows:
         result = row.result
         load = "peak" if result.target_rps is None else f"half {result.target_rps:,.0f}/s"
         latency = f"{result.p50_ms:8.2f} {result.p95_ms:8.2f} {result.p99_ms:8.2f}"
         print(
             f"{row.server:10} {row.call:9} {load:15} {result.rps:8,.0f} {latency}"
-            f" {result.non_2xx:8} {result.socket_errors:7}"
+            f" {result.non_2xx:8} {result.socket_errors:7} {result.cpu_us or 0:11,.0f}"
         )
     peak = {(r.server, r.call): r.result for r in rows if r.result.target_rps is None}
     for call in ("create", "check"):
