@@ -10,6 +10,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from relay import errors as e
+from relay.web.callers import base_url
 from relay.web.responses import JsonResponse
 
 # Most specific first: the first class an error is an instance of decides.
@@ -61,7 +62,7 @@ def error_response(error: e.RelayError, *, base_url: str) -> Response:
 
 
 def base_url_of(request: Request) -> str:
-    return f"https://{request.headers.get('host', 'localhost')}"
+    return base_url(request.scope)
 
 
 async def on_relay_error(request: Request, exc: Exception) -> Response:
