@@ -19,8 +19,6 @@ Domain stores are written once, as plain functions of a SQLAlchemy
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
@@ -28,6 +26,8 @@ from typing import Any, Protocol, TypeVar
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from relay.db.sqlite import WAL_BACKSTOP_PAGES, Checkpointer
 
 T = TypeVar("T")
 Work = Callable[[Connection], T]
@@ -55,12 +55,6 @@ def is_postgres(url: str) -> bool:
     return make_url(url).get_backend_name() == "postgresql"
 
 
-# The writer's own commits checkpoint the WAL only past this many pages, as a
-# backstop; normally the checkpointer thread keeps it short (see SqliteDatabase).
-_WAL_BACKSTOP_PAGES = 20_000
-CHECKPOINT_INTERVAL = 1.0
-
-
 def sqlite_engine(url: str, *, begin: str, checkpoints: bool = True) -> Engine:
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
     pragmas = [
@@ -70,7 +64,7 @@ def sqlite_engine(url: str, *, begin: str, checkpoints: bool = True) -> Engine:
         "foreign_keys=ON",
     ]
     if not checkpoints:
-        pragmas.append(f"wal_autocheckpoint={_WAL_BACKSTOP_PAGES}")
+        pragmas.append(f"wal_autocheckpoint={WAL_BACKSTOP_PAGES}")
 
     @event.listens_for(engine, "connect")
     def _configure(dbapi_connection: Any, _record: Any) -> None:
@@ -103,24 +97,8 @@ class SqliteDatabase:
         self._writer_engine = sqlite_engine(url, begin="BEGIN IMMEDIATE", checkpoints=False)
         self._reader_engine = sqlite_engine(url, begin="BEGIN")
         self._local = threading.local()
-        self._path = make_url(url).database
-        self._stop = threading.Event()
-        self._checkpointer = threading.Thread(
-            target=self._checkpoint_loop, name="relay-sqlite-checkpoint", daemon=True
-        )
-        if self._path and self._path != ":memory:":
-            self._checkpointer.start()
-
-    def _checkpoint_loop(self) -> None:
-        assert self._path is not None
-        connection = sqlite3.connect(self._path, timeout=30, isolation_level=None)
-        try:
-            connection.execute("PRAGMA busy_timeout=30000")
-            while not self._stop.wait(CHECKPOINT_INTERVAL):
-                with contextlib.suppress(sqlite3.Error):
-                    connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        finally:
-            connection.close()
+        path = make_url(url).database
+        self._checkpointer = Checkpointer(path) if path else None
 
     def _connection(self, engine: Engine) -> Connection:
         key = f"conn_{id(engine)}"
@@ -147,9 +125,8 @@ class SqliteDatabase:
         return (self._writer_engine, self._reader_engine)
 
     async def close(self) -> None:
-        self._stop.set()
-        if self._checkpointer.is_alive():
-            self._checkpointer.join(timeout=5)
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
         self._writer_engine.dispose()
         self._reader_engine.dispose()
 

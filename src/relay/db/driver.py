@@ -1,0 +1,41 @@
+"""Open the database a URL names: SQLite (the default) or PostgreSQL.
+
+Every runtime query goes through the object this returns: `write` runs a
+unit of work in the next group-committed batch, `read` runs one outside any
+transaction, `snapshot` runs one whose statements all see the same commit.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from relay.db.group_commit import MAX_BATCH, T, Unit
+from relay.db.postgres import PostgresDb
+from relay.db.sql import Dialect
+from relay.db.sqlite import SqliteDb
+
+
+class Db(Protocol):
+    dialect: Dialect
+
+    async def write(self, unit: Unit[T]) -> T: ...
+
+    async def read(self, unit: Unit[T]) -> T: ...
+
+    async def snapshot(self, unit: Unit[T]) -> T: ...
+
+    async def close(self) -> None: ...
+
+
+def sqlite_path(url: str) -> str:
+    scheme, _, path = url.partition(":///")
+    if not scheme.startswith("sqlite") or not path:
+        raise ValueError(f"not a SQLite file URL: {url}")
+    return path
+
+
+def open_db(url: str, *, max_batch: int = MAX_BATCH) -> Db:
+    """`max_batch=1` gives every unit a transaction of its own (for comparisons)."""
+    if url.startswith("postgresql"):
+        return PostgresDb(url, max_batch=max_batch)
+    return SqliteDb(sqlite_path(url), max_batch=max_batch)

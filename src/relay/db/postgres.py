@@ -1,0 +1,189 @@
+"""PostgreSQL through asyncpg: reads on a pool in autocommit, writes through
+a few writer connections that each commit batches of units (group commit).
+
+Reads run without BEGIN and COMMIT: under READ COMMITTED, PostgreSQL's
+default, each statement takes its own snapshot anyway, and the two round
+trips saved are most of a small read's wait. A writer connection that
+breaks (the server restarted) is opened again for its next batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+import asyncpg
+
+from relay.db.group_commit import MAX_BATCH, GroupCommit, T, Unit
+from relay.db.sql import (
+    DatabaseUnavailable,
+    Dialect,
+    IntegrityViolation,
+    Params,
+    Row,
+    Sql,
+    values,
+)
+
+WRITERS = 2
+READERS = 8
+_UNAVAILABLE = (
+    OSError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.AdminShutdownError,
+)
+
+
+@contextlib.contextmanager
+def _translated() -> Iterator[None]:
+    try:
+        yield
+    except asyncpg.IntegrityConstraintViolationError as error:
+        raise IntegrityViolation(str(error)) from error
+    except _UNAVAILABLE as error:
+        raise DatabaseUnavailable(str(error)) from error
+
+
+def dsn_of(url: str) -> str:
+    """asyncpg takes libpq's URL form, without SQLAlchemy's driver suffix."""
+    scheme, _, rest = url.partition("://")
+    return f"postgresql://{rest}" if scheme.startswith("postgresql") else url
+
+
+class PostgresTx:
+    dialect: Dialect = "postgresql"
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+
+    async def execute(self, statement: Sql, params: Params | None = None) -> int:
+        with _translated():
+            status: str = await self.connection.execute(
+                statement.postgres, *values(statement, params, "postgresql")
+            )
+        count = status.rpartition(" ")[2]
+        return int(count) if count.isdigit() else 0
+
+    async def executemany(self, statement: Sql, rows: Sequence[Params]) -> None:
+        with _translated():
+            await self.connection.executemany(
+                statement.postgres, [values(statement, row, "postgresql") for row in rows]
+            )
+
+    async def fetch(self, statement: Sql, params: Params | None = None) -> list[Row]:
+        with _translated():
+            rows: list[Row] = await self.connection.fetch(
+                statement.postgres, *values(statement, params, "postgresql")
+            )
+        return rows
+
+    async def fetchrow(self, statement: Sql, params: Params | None = None) -> Row | None:
+        with _translated():
+            row: Row | None = await self.connection.fetchrow(
+                statement.postgres, *values(statement, params, "postgresql")
+            )
+        return row
+
+
+class PostgresSession:
+    """One writer connection, opened on first use and again after it broke."""
+
+    def __init__(self, dsn: str) -> None:
+        self._dsn = dsn
+        self._connection: Any = None
+        self.tx = PostgresTx(None)
+
+    async def _run(self, sql: str) -> None:
+        with _translated():
+            await self.tx.connection.execute(sql)
+
+    async def begin(self) -> None:
+        if self._connection is None or self._connection.is_closed():
+            with _translated():
+                self._connection = await asyncpg.connect(self._dsn)
+            self.tx = PostgresTx(self._connection)
+        await self._run("BEGIN")
+
+    async def savepoint(self) -> None:
+        await self._run("SAVEPOINT unit")
+
+    async def release(self) -> None:
+        await self._run("RELEASE SAVEPOINT unit")
+
+    async def rollback_to_savepoint(self) -> None:
+        await self._run("ROLLBACK TO SAVEPOINT unit")
+        await self._run("RELEASE SAVEPOINT unit")
+
+    async def commit(self) -> None:
+        await self._run("COMMIT")
+
+    async def rollback(self) -> None:
+        connection = self._connection
+        if connection is not None and not connection.is_closed() and connection.is_in_transaction():
+            await self._run("ROLLBACK")
+
+    async def close(self) -> None:
+        if self._connection is not None:
+            await self._connection.close()
+
+
+class PostgresDb:
+    dialect: Dialect = "postgresql"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        writers: int = WRITERS,
+        readers: int = READERS,
+        max_batch: int = MAX_BATCH,
+    ) -> None:
+        self._dsn = dsn_of(url)
+        self._readers = readers
+        self._pool: Any = None
+        self._opening = asyncio.Lock()
+        self._sessions = [PostgresSession(self._dsn) for _ in range(writers)]
+        self._group = GroupCommit(list(self._sessions), max_batch=max_batch)
+
+    @property
+    def commits(self) -> int:
+        return self._group.commits
+
+    async def write(self, unit: Unit[T]) -> T:
+        return await self._group.run(unit)
+
+    async def read(self, unit: Unit[T]) -> T:
+        async with self._acquired() as connection:
+            return await unit(PostgresTx(connection))
+
+    async def snapshot(self, unit: Unit[T]) -> T:
+        async with (
+            self._acquired() as connection,
+            connection.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            return await unit(PostgresTx(connection))
+
+    @contextlib.asynccontextmanager
+    async def _acquired(self) -> AsyncIterator[Any]:
+        if self._pool is None:
+            async with self._opening:
+                if self._pool is None:
+                    with _translated():
+                        self._pool = await asyncpg.create_pool(
+                            self._dsn, min_size=1, max_size=self._readers
+                        )
+        with _translated():
+            async with self._pool.acquire() as connection:
+                yield connection
+
+    async def close(self) -> None:
+        await self._group.close()
+        for session in self._sessions:
+            with contextlib.suppress(Exception):
+                await session.close()
+        if self._pool is not None:
+            await self._pool.close()

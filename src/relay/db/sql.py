@@ -1,0 +1,135 @@
+"""Statements written once for both databases, and the transaction they run in.
+
+A statement names its parameters `:name`; it is rendered once, when the
+module that declares it is imported, into each driver's numbered form (`?1`
+for sqlite3, `$1` for asyncpg), so running it is one tuple build and one
+driver call. Where the two dialects differ (SKIP LOCKED, say), a statement
+carries a text of its own for PostgreSQL.
+
+Values cross the edge in one shape on both databases: aware UTC datetimes,
+bools, dicts and lists (JSON), bytes, str, int. `bind` makes the driver's form
+of a value and `moment`, `document` and `flag` read a column back.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol
+
+Dialect = Literal["sqlite", "postgresql"]
+Params = Mapping[str, Any]
+
+# A quoted literal, a PostgreSQL cast, or a parameter: literals and casts are
+# matched only so that a colon inside them is never read as a parameter.
+_TOKENS = re.compile(r"'(?:[^']|'')*'|::|(?<![:\w]):([A-Za-z_]\w*)")
+
+
+class Row(Protocol):
+    """A result row, by column name (sqlite3.Row and asyncpg.Record both are one)."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
+
+class IntegrityViolation(Exception):
+    """A unique or foreign-key constraint refused the write."""
+
+
+class DatabaseUnavailable(Exception):
+    """The database could not be reached or refused the connection."""
+
+
+def _numbered(text: str, mark: str) -> tuple[str, tuple[str, ...]]:
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name is None:
+            return match.group(0)
+        if name not in names:
+            names.append(name)
+        return f"{mark}{names.index(name) + 1}"
+
+    return _TOKENS.sub(number, text), tuple(names)
+
+
+class Sql:
+    """One statement, rendered for each driver when it is declared."""
+
+    __slots__ = ("names", "postgres", "postgres_names", "sqlite", "text")
+
+    def __init__(self, text: str, *, postgres: str | None = None) -> None:
+        self.text = " ".join(text.split())
+        self.sqlite, self.names = _numbered(self.text, "?")
+        pg_text = self.text if postgres is None else " ".join(postgres.split())
+        self.postgres, self.postgres_names = _numbered(pg_text, "$")
+
+    def __repr__(self) -> str:
+        return f"Sql({self.text!r})"
+
+
+class Tx(Protocol):
+    """The connection a unit of work runs on, inside its transaction."""
+
+    dialect: Dialect
+
+    async def execute(self, statement: Sql, params: Params | None = None) -> int:
+        """Run a statement; the number of rows it changed."""
+        ...
+
+    async def executemany(self, statement: Sql, rows: Sequence[Params]) -> None: ...
+
+    async def fetch(self, statement: Sql, params: Params | None = None) -> list[Row]: ...
+
+    async def fetchrow(self, statement: Sql, params: Params | None = None) -> Row | None: ...
+
+
+def bind(value: Any, dialect: Dialect) -> Any:
+    """The driver's form of a value."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError("naive datetimes are not stored")
+        if dialect == "postgresql":
+            return value
+        # The text SQLAlchemy's DATETIME wrote into rows of earlier versions:
+        # sortable, so range conditions compare it as text.
+        return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return value
+
+
+def values(statement: Sql, params: Params | None, dialect: Dialect) -> tuple[Any, ...]:
+    names = statement.names if dialect == "sqlite" else statement.postgres_names
+    if not names:
+        return ()
+    if params is None:
+        raise KeyError(f"{statement!r} needs {', '.join(names)}")
+    return tuple(bind(params[name], dialect) for name in names)
+
+
+def moment(value: Any) -> datetime:
+    """A datetime column, aware UTC on either database."""
+    if isinstance(value, str):
+        return datetime.fromisoformat(value).replace(tzinfo=UTC)
+    if not isinstance(value, datetime):
+        raise TypeError(f"not a datetime: {value!r}")
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def moment_or_none(value: Any) -> datetime | None:
+    return None if value is None else moment(value)
+
+
+def document(value: Any) -> Any:
+    """A JSON column: text on SQLite and for PostgreSQL's `json` through asyncpg."""
+    if isinstance(value, str | bytes):
+        return json.loads(value)
+    return value
+
+
+def flag(value: Any) -> bool:
+    """A boolean column (SQLite keeps 0 and 1)."""
+    return bool(value)

@@ -1,0 +1,53 @@
+"""Statements are written once with :name parameters and rendered for each driver."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from relay.db.sql import Sql, bind, document, moment, values
+
+
+def test_parameters_become_numbered_for_each_driver() -> None:
+    statement = Sql("UPDATE t SET a = :a, b = :b WHERE id = :id AND a < :a")
+    assert statement.sqlite == "UPDATE t SET a = ?1, b = ?2 WHERE id = ?3 AND a < ?1"
+    assert statement.postgres == "UPDATE t SET a = $1, b = $2 WHERE id = $3 AND a < $1"
+    assert statement.names == ("a", "b", "id")
+
+
+def test_casts_and_quoted_colons_are_not_parameters() -> None:
+    statement = Sql("SELECT ':nope', x::text FROM t WHERE y = :yes")
+    assert statement.postgres == "SELECT ':nope', x::text FROM t WHERE y = $1"
+    assert statement.names == ("yes",)
+
+
+def test_a_dialect_text_of_its_own_keeps_its_parameters() -> None:
+    statement = Sql(
+        "SELECT id FROM t WHERE due < :now LIMIT :n",
+        postgres="SELECT id FROM t WHERE due < :now LIMIT :n FOR UPDATE SKIP LOCKED",
+    )
+    assert statement.sqlite == "SELECT id FROM t WHERE due < ?1 LIMIT ?2"
+    assert statement.postgres.endswith("LIMIT $2 FOR UPDATE SKIP LOCKED")
+
+
+def test_a_missing_parameter_is_refused() -> None:
+    with pytest.raises(KeyError):
+        values(Sql("SELECT :a, :b"), {"a": 1}, "sqlite")
+
+
+def test_sqlite_keeps_utc_datetimes_as_sortable_text() -> None:
+    paris = timezone(timedelta(hours=1))
+    at = datetime(2026, 3, 1, 13, 0, 0, 5, tzinfo=paris)
+    assert bind(at, "sqlite") == "2026-03-01 12:00:00.000005"
+    assert moment(bind(at, "sqlite")) == at
+    assert moment(bind(at, "sqlite")).tzinfo is UTC
+
+
+def test_naive_datetimes_are_refused() -> None:
+    with pytest.raises(ValueError, match="naive"):
+        bind(datetime(2026, 1, 1), "postgresql")
+
+
+def test_json_values_round_trip_as_text() -> None:
+    assert document(bind({"a": ["b", 1]}, "postgresql")) == {"a": ["b", 1]}
