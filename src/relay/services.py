@@ -14,6 +14,7 @@ from relay.carriers.sandbox import SandboxCarrier
 from relay.clock import Clock, SystemClock
 from relay.config import Settings
 from relay.crypto import Keyring
+from relay.db.driver import Db, open_db
 from relay.db.engine import Database, open_database
 from relay.delivery.service import Delivery
 from relay.events.service import DeliverySettings, EventService, Outbox
@@ -26,6 +27,8 @@ from relay.verifications.service import Limits, VerificationService
 class Services:
     settings: Settings
     db: Database
+    # The driver-level layer (relay.db.driver); packages move to it one by one.
+    sql: Db
     clock: Clock
     keyring: Keyring
     sandbox: SandboxCarrier
@@ -40,12 +43,14 @@ class Services:
     async def close(self) -> None:
         await self.delivery.close()
         await self.db.close()
+        await self.sql.close()
 
 
 def build_services(settings: Settings, *, clock: Clock | None = None) -> Services:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     clock = clock or SystemClock()
     db = open_database(settings.resolved_database_url)
+    sql = open_db(settings.resolved_database_url)
     keyring = Keyring(settings.code_secret())
     carriers = build_carriers(settings, clock=clock.now)
     limits = Limits(max_sends=settings.max_sends, resend_interval=settings.resend_interval)
@@ -67,6 +72,7 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
     return Services(
         settings=settings,
         db=db,
+        sql=sql,
         clock=clock,
         keyring=keyring,
         sandbox=carriers.sandbox,
@@ -87,7 +93,9 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
         events=EventService(
             db, keyring, clock, delivery=DeliverySettings.from_settings(settings), wake=wake
         ),
-        idempotency=IdempotencyKeys(db, clock, lease=timedelta(seconds=settings.idempotency_lease)),
+        idempotency=IdempotencyKeys(
+            sql, clock, lease=timedelta(seconds=settings.idempotency_lease)
+        ),
         abuse=abuse,
     )
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from functools import partial
 
-from sqlalchemy import Connection
-
 from relay.clock import Clock
-from relay.db.engine import Database
+from relay.db.driver import Db
+from relay.db.sql import Tx
 from relay.errors import IdempotencyKeyInUse
 from relay.idempotency import store
 from relay.idempotency.models import (
@@ -23,7 +22,7 @@ from relay.verifications.store import Scope
 
 
 class IdempotencyKeys:
-    def __init__(self, db: Database, clock: Clock, *, lease: timedelta) -> None:
+    def __init__(self, db: Db, clock: Clock, *, lease: timedelta) -> None:
         self._db = db
         self._clock = clock
         self._lease = lease
@@ -40,16 +39,16 @@ class IdempotencyKeys:
         # The key keeps changing hands under us: answer as if it is busy.
         raise IdempotencyKeyInUse(param="Idempotency-Key")
 
-    def _claim(
-        self, conn: Connection, *, scope: Scope, key: str, request_hash: str, now: datetime
+    async def _claim(
+        self, tx: Tx, *, scope: Scope, key: str, request_hash: str, now: datetime
     ) -> Lease | Replay | None:
         """None: the row vanished or changed hands while we looked; try again."""
         lease = Lease(now + self._lease)
-        if store.try_insert(
-            conn, scope, key, request_hash=request_hash, locked_until=lease.locked_until, now=now
+        if await store.try_insert(
+            tx, scope, key, request_hash=request_hash, locked_until=lease.locked_until, now=now
         ):
             return lease
-        record = store.load(conn, scope, key)
+        record = await store.load(tx, scope, key)
         if record is None:
             # Released or pruned between the INSERT and the SELECT: claim again.
             return None
@@ -57,8 +56,8 @@ class IdempotencyKeys:
             replay = decide(record, request_hash=request_hash, now=now)
             if replay is not None:
                 return replay
-        taken = store.take_over(
-            conn,
+        taken = await store.take_over(
+            tx,
             scope,
             key,
             seen=record,
@@ -74,12 +73,12 @@ class IdempotencyKeys:
         """Store the answer for replays, or (None) free the key so a retry can run."""
         until = lease.locked_until
         if response is None:
-            await self._db.write(lambda conn: store.release(conn, scope, key, locked_until=until))
+            await self._db.write(lambda tx: store.release(tx, scope, key, locked_until=until))
         else:
             await self._db.write(
-                lambda conn: store.complete(conn, scope, key, locked_until=until, response=response)
+                lambda tx: store.complete(tx, scope, key, locked_until=until, response=response)
             )
 
     async def prune(self) -> int:
         before = self._clock.now() - KEEP
-        return await self._db.write(lambda conn: store.prune(conn, before=before))
+        return await self._db.write(lambda tx: store.prune(tx, before=before))

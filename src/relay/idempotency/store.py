@@ -4,75 +4,79 @@ constraint; every later write is conditional on the holder's lease."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
-from sqlalchemy import Connection, Row, delete, select, update
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.sql import ColumnElement
-
-from relay.db.tables import idempotency_keys
+from relay.db.sql import Row, Sql, Tx, document, moment
 from relay.idempotency.models import KeyRecord, KeyStatus, StoredResponse
 from relay.verifications.store import Scope
 
-I = idempotency_keys.c  # noqa: E741 - the table's column namespace, as V is for verifications
+_KEY = "account_id = :account AND livemode = :livemode AND key = :key"
+# The holder's token is its lease's end: a write after the lease was taken over matches nothing.
+_HELD = f"{_KEY} AND status = 'in_progress' AND locked_until = :locked_until"
+
+_INSERT = Sql(
+    "INSERT INTO idempotency_keys (account_id, livemode, key, request_hash, status,"
+    " locked_until, created_at) VALUES (:account, :livemode, :key, :request_hash,"
+    " 'in_progress', :locked_until, :now) ON CONFLICT DO NOTHING RETURNING id"
+)
+_COLUMNS = (
+    "request_hash, status, locked_until, created_at, response_status, response_headers,"
+    " response_body"
+)
+_LOAD = Sql(
+    f"SELECT {_COLUMNS} FROM idempotency_keys WHERE {_KEY}",
+    # Held until commit, so a take-over decision is made on what is still there.
+    postgres=f"SELECT {_COLUMNS} FROM idempotency_keys WHERE {_KEY} FOR UPDATE",
+)
+# The WHERE restates what was seen, so of two processes taking over at once only one matches.
+_TAKE_OVER = Sql(
+    "UPDATE idempotency_keys SET request_hash = :request_hash, status = 'in_progress',"
+    " response_status = NULL, response_headers = NULL, response_body = NULL,"
+    " locked_until = :locked_until, created_at = :now"
+    f" WHERE {_KEY} AND status = :seen_status AND locked_until = :seen_locked_until"
+    " AND created_at = :seen_created_at"
+)
+_COMPLETE = Sql(
+    "UPDATE idempotency_keys SET status = 'done', response_status = :status,"
+    f" response_headers = :headers, response_body = :body WHERE {_HELD}"
+)
+_RELEASE = Sql(f"DELETE FROM idempotency_keys WHERE {_HELD}")
+_PRUNE = Sql("DELETE FROM idempotency_keys WHERE created_at <= :before")
 
 
-def _where(scope: Scope, key: str) -> ColumnElement[bool]:
-    return (I.account_id == scope.account_id) & (I.livemode == scope.livemode) & (I.key == key)
+def _key(scope: Scope, key: str) -> dict[str, object]:
+    return {"account": scope.account_id, "livemode": scope.livemode, "key": key}
 
 
-def try_insert(
-    conn: Connection,
-    scope: Scope,
-    key: str,
-    *,
-    request_hash: str,
-    locked_until: datetime,
-    now: datetime,
+async def try_insert(
+    tx: Tx, scope: Scope, key: str, *, request_hash: str, locked_until: datetime, now: datetime
 ) -> bool:
     """Claim a fresh key; False if the key exists (whoever holds it)."""
-    values: dict[str, Any] = {
-        "account_id": scope.account_id,
-        "livemode": scope.livemode,
-        "key": key,
-        "request_hash": request_hash,
-        "status": KeyStatus.IN_PROGRESS.value,
-        "locked_until": locked_until,
-        "created_at": now,
-    }
-    insert = (
-        postgresql.insert(idempotency_keys)
-        if conn.dialect.name == "postgresql"
-        else sqlite.insert(idempotency_keys)
-    )
-    statement = insert.values(**values).on_conflict_do_nothing().returning(I.id)
-    return conn.execute(statement).first() is not None
+    params = {**_key(scope, key), "request_hash": request_hash}
+    row = await tx.fetchrow(_INSERT, {**params, "locked_until": locked_until, "now": now})
+    return row is not None
 
 
-def _record(row: Row[Any]) -> KeyRecord:
+def _record(row: Row) -> KeyRecord:
     response = None
-    if row.response_status is not None:
-        headers = tuple((str(name), str(value)) for name, value in row.response_headers)
-        response = StoredResponse(row.response_status, headers, row.response_body)
+    if row["response_status"] is not None:
+        headers = tuple((str(name), str(text)) for name, text in document(row["response_headers"]))
+        response = StoredResponse(row["response_status"], headers, bytes(row["response_body"]))
     return KeyRecord(
-        request_hash=row.request_hash,
-        status=KeyStatus(row.status),
-        locked_until=row.locked_until,
-        created_at=row.created_at,
+        request_hash=row["request_hash"],
+        status=KeyStatus(row["status"]),
+        locked_until=moment(row["locked_until"]),
+        created_at=moment(row["created_at"]),
         response=response,
     )
 
 
-def load(conn: Connection, scope: Scope, key: str) -> KeyRecord | None:
-    query = select(idempotency_keys).where(_where(scope, key))
-    if conn.dialect.name == "postgresql":
-        query = query.with_for_update()
-    row = conn.execute(query).first()
+async def load(tx: Tx, scope: Scope, key: str) -> KeyRecord | None:
+    row = await tx.fetchrow(_LOAD, _key(scope, key))
     return None if row is None else _record(row)
 
 
-def take_over(
-    conn: Connection,
+async def take_over(
+    tx: Tx,
     scope: Scope,
     key: str,
     *,
@@ -81,56 +85,34 @@ def take_over(
     locked_until: datetime,
     now: datetime,
 ) -> bool:
-    """Take a lapsed lease or a stale key; the WHERE restates what was seen, so of two
-    processes taking over at once only one matches."""
-    result = conn.execute(
-        update(idempotency_keys)
-        .where(
-            _where(scope, key),
-            I.status == seen.status.value,
-            I.locked_until == seen.locked_until,
-            I.created_at == seen.created_at,
-        )
-        .values(
-            request_hash=request_hash,
-            status=KeyStatus.IN_PROGRESS.value,
-            response_status=None,
-            response_headers=None,
-            response_body=None,
-            locked_until=locked_until,
-            created_at=now,
-        )
-    )
-    return result.rowcount == 1
+    params = {
+        **_key(scope, key),
+        "request_hash": request_hash,
+        "locked_until": locked_until,
+        "now": now,
+        "seen_status": seen.status.value,
+        "seen_locked_until": seen.locked_until,
+        "seen_created_at": seen.created_at,
+    }
+    return await tx.execute(_TAKE_OVER, params) == 1
 
 
-def _held(scope: Scope, key: str, locked_until: datetime) -> ColumnElement[bool]:
-    return (
-        _where(scope, key)
-        & (I.status == KeyStatus.IN_PROGRESS.value)
-        & (I.locked_until == locked_until)
-    )
-
-
-def complete(
-    conn: Connection, scope: Scope, key: str, *, locked_until: datetime, response: StoredResponse
+async def complete(
+    tx: Tx, scope: Scope, key: str, *, locked_until: datetime, response: StoredResponse
 ) -> bool:
-    result = conn.execute(
-        update(idempotency_keys)
-        .where(_held(scope, key, locked_until))
-        .values(
-            status=KeyStatus.DONE.value,
-            response_status=response.status,
-            response_headers=[list(pair) for pair in response.headers],
-            response_body=response.body,
-        )
-    )
-    return result.rowcount == 1
+    params = {
+        **_key(scope, key),
+        "locked_until": locked_until,
+        "status": response.status,
+        "headers": [list(pair) for pair in response.headers],
+        "body": response.body,
+    }
+    return await tx.execute(_COMPLETE, params) == 1
 
 
-def release(conn: Connection, scope: Scope, key: str, *, locked_until: datetime) -> None:
-    conn.execute(delete(idempotency_keys).where(_held(scope, key, locked_until)))
+async def release(tx: Tx, scope: Scope, key: str, *, locked_until: datetime) -> None:
+    await tx.execute(_RELEASE, {**_key(scope, key), "locked_until": locked_until})
 
 
-def prune(conn: Connection, *, before: datetime) -> int:
-    return conn.execute(delete(idempotency_keys).where(I.created_at <= before)).rowcount
+async def prune(tx: Tx, *, before: datetime) -> int:
+    return await tx.execute(_PRUNE, {"before": before})
