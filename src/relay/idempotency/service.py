@@ -7,6 +7,7 @@ from functools import partial
 
 from sqlalchemy import Connection
 
+from relay.accounts.models import Scope
 from relay.clock import Clock
 from relay.db.engine import Database
 from relay.errors import IdempotencyKeyInUse
@@ -19,7 +20,6 @@ from relay.idempotency.models import (
     decide,
     is_stale,
 )
-from relay.verifications.store import Scope
 
 
 class IdempotencyKeys:

@@ -10,9 +10,9 @@ from sqlalchemy import Connection, Row, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import ColumnElement
 
+from relay.accounts.models import Scope
 from relay.db.tables import idempotency_keys
 from relay.idempotency.models import KeyRecord, KeyStatus, StoredResponse
-from relay.verifications.store import Scope
 
 I = idempotency_keys.c  # noqa: E741 - the table's column namespace, as V is for verifications
 

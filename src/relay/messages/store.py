@@ -8,11 +8,11 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, insert, null, select, update
 
+from relay.accounts.models import Scope
 from relay.db.prepared import Prepared
 from relay.db.tables import UtcDateTime, attempts, messages
 from relay.delivery.store import JOINED_ATTEMPT_COLUMNS, joined_attempts
 from relay.messages.models import Message, MessageStatus
-from relay.verifications.store import Scope
 
 M = messages.c
 _NOW = bindparam("now", type_=UtcDateTime())

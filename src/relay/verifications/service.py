@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 
 from relay.abuse.models import Rules
 from relay.abuse.service import AbuseGuard
-from relay.accounts.models import Caller
+from relay.accounts.models import Caller, Scope
 from relay.clock import Clock
 from relay.crypto import Keyring, generate_code
 from relay.db.engine import Database
@@ -35,7 +35,7 @@ from relay.verifications.models import (
     closed_error,
     require_resend_allowed,
 )
-from relay.verifications.store import ListQuery, NewVerification, Scope
+from relay.verifications.store import ListQuery, NewVerification
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql import ColumnElement
 
+# `Scope as Scope`: still imported from here by web/idempotency.py, until the HTTP rewrite.
+from relay.accounts.models import Scope as Scope
 from relay.db.prepared import Prepared
 from relay.db.tables import UtcDateTime, attempts, in_state, verifications
 from relay.delivery.store import JOINED_ATTEMPT_COLUMNS, attempts_of, joined_attempts
@@ -33,20 +35,6 @@ from relay.phone import Destination
 from relay.verifications.models import CHECK_LIMIT, Attempt, Status, Verification
 
 V = verifications.c
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Whose data a request may touch: one account, one mode."""
-
-    account_id: str
-    livemode: bool
-
-    def clause(self) -> ColumnElement[bool]:
-        return and_(V.account_id == self.account_id, V.livemode == self.livemode)
-
-    def params(self) -> dict[str, Any]:
-        return {"scope_account": self.account_id, "scope_livemode": self.livemode}
 
 
 # Hot statements are built once with bind parameters: building SQLAlchemy
@@ -298,7 +286,10 @@ def list_page(
     conn: Connection, scope: Scope, query: ListQuery, *, now: datetime
 ) -> tuple[list[Verification], bool]:
     """Keyset pagination on the time-sortable id: page cost is independent of depth."""
-    conditions: list[ColumnElement[bool]] = [scope.clause()]
+    conditions: list[ColumnElement[bool]] = [
+        V.account_id == scope.account_id,
+        V.livemode == scope.livemode,
+    ]
     conditions += _filters(query, now)
     backwards = query.ending_before is not None
     if query.starting_after is not None:
