@@ -38,7 +38,7 @@ from relay.carriers.registry import CarrierSet
 from relay.clock import Clock
 from relay.crypto import Keyring
 from relay.db.engine import Database
-from relay.delivery import store, subjects
+from relay.delivery import early_reports, store, subjects, usage
 from relay.delivery.attempts import AttemptStatus
 from relay.delivery.store import AttemptRow
 from relay.delivery.subjects import Subject
@@ -376,7 +376,7 @@ class Delivery:
             return None
         if attempt.message_id is not None:
             message_store.mark_sent(conn, attempt.message_id, now=now)
-        report = receipt.final or store.take_early_report(conn, attempt.carrier, message_id)
+        report = receipt.final or early_reports.take(conn, attempt.carrier, message_id)
         if report is not None and report.status == "delivered":
             # A receipt that came before its submit's record: one load serves both events.
             return self._apply(conn, sent, report, now, sent_event=True)
@@ -501,7 +501,7 @@ class Delivery:
     ) -> None:
         if not subject.livemode:
             return  # test keys never cost anything
-        store.count_usage(
+        usage.count(
             conn,
             account_id=subject.account_id,
             day=now.date().isoformat(),
@@ -544,7 +544,7 @@ class Delivery:
         attempt = store.by_carrier_message(conn, report.carrier, report.carrier_message_id)
         if attempt is None:
             # The receipt overtook the recording of its submit: keep it for that.
-            store.park_report(conn, report, now=now)
+            early_reports.park(conn, report, now=now)
             return None
         if attempt.status is not AttemptStatus.SENT:
             log.info(
@@ -644,7 +644,7 @@ class Delivery:
 
         def work(conn: Connection) -> list[AttemptRow]:
             following = []
-            for report in store.matched_early_reports(conn, limit=limit):
+            for report in early_reports.matched(conn, limit=limit):
                 opened = self._report(conn, report, now)
                 if opened is not None:
                     following.append(opened)
@@ -657,7 +657,7 @@ class Delivery:
     async def prune(self) -> int:
         """Parked receipts that matched nothing for a day are for SMS this database never sent."""
         before = self._clock.now() - EARLY_REPORT_RETENTION
-        return await self._db.write(lambda c: store.prune_early_reports(c, before=before))
+        return await self._db.write(lambda c: early_reports.prune(c, before=before))
 
     async def _follow(self, opened: list[AttemptRow]) -> None:
         """Submit failover attempts opened outside a dispatch, here if this process sends."""

@@ -11,7 +11,7 @@ from sqlalchemy import Connection, bindparam, insert, null, select, update
 from relay.accounts.models import Scope
 from relay.db.prepared import Prepared
 from relay.db.tables import UtcDateTime, attempts, messages
-from relay.delivery.store import JOINED_ATTEMPT_COLUMNS, joined_attempts
+from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS, joined_attempts
 from relay.messages.models import Message, MessageStatus
 
 M = messages.c

@@ -30,7 +30,7 @@ from sqlalchemy.sql import ColumnElement
 from relay.accounts.models import Scope as Scope
 from relay.db.prepared import Prepared
 from relay.db.tables import UtcDateTime, attempts, in_state, verifications
-from relay.delivery.store import JOINED_ATTEMPT_COLUMNS, attempts_of, joined_attempts
+from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS, attempts_of, joined_attempts
 from relay.phone import Destination
 from relay.verifications.models import CHECK_LIMIT, Attempt, Status, Verification
 
