@@ -18,7 +18,9 @@ from relay.db.engine import Database, open_database
 from relay.delivery.service import Delivery
 from relay.events.service import DeliverySettings, EventService, Outbox
 from relay.idempotency.service import IdempotencyKeys
+from relay.messages.sending import MessageOwner
 from relay.messages.service import MessageService
+from relay.verifications.sending import VerificationOwner
 from relay.verifications.service import Limits, VerificationService
 
 
@@ -55,9 +57,10 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
     outbox = Outbox(db, wake)
     delivery = Delivery(
         outbox,
-        keyring,
         clock,
         carriers,
+        # Delivery knows what it delivers only through this interface.
+        {"verification": VerificationOwner(keyring), "message": MessageOwner(keyring)},
         receipt_timeout=settings.receipt_timeout,
         lease=settings.dispatch_lease,
         # Attempt errors are stored, so their doc_url cannot follow each request's

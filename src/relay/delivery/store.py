@@ -24,6 +24,8 @@ from sqlalchemy import (
 from relay.db.prepared import Prepared
 from relay.db.tables import UtcDateTime, attempts, early_reports, in_state
 from relay.delivery.attempts import AttemptStatus
+from relay.delivery.owners import OwnerRef
+from relay.ids import new_id
 
 A = attempts.c
 R = early_reports.c
@@ -43,10 +45,11 @@ class AttemptRow:
     carrier_message_id: str | None
 
     @property
-    def subject_id(self) -> str:
-        subject = self.verification_id or self.message_id
-        assert subject is not None  # the insert always sets exactly one
-        return subject
+    def owner(self) -> OwnerRef:
+        if self.verification_id is not None:
+            return OwnerRef("verification", self.verification_id)
+        assert self.message_id is not None  # the insert always sets exactly one
+        return OwnerRef("message", self.message_id)
 
 
 _ROW_COLUMNS = (
@@ -123,34 +126,43 @@ _POSTPONE = Prepared(
 
 def insert_queued(
     conn: Connection,
+    attempt: AttemptRow,
     *,
-    attempt_id: str,
-    carrier: str,
-    route: Sequence[str],
-    position: int,
     now: datetime,
     lease_owner: str | None,
     lease_until: datetime,
-    verification_id: str | None = None,
-    message_id: str | None = None,
 ) -> None:
     """A queued attempt; its lease keeps other dispatchers off it until `lease_until`."""
     _INSERT.execute(
         conn,
         {
-            "id": attempt_id,
-            "verification_id": verification_id,
-            "message_id": message_id,
-            "carrier": carrier,
+            "id": attempt.id,
+            "verification_id": attempt.verification_id,
+            "message_id": attempt.message_id,
+            "carrier": attempt.carrier,
             "status": AttemptStatus.QUEUED.value,
             "error": None,
             "at": now,
             "updated_at": now,
-            "route": list(route),
-            "position": position,
+            "route": list(attempt.route),
+            "position": attempt.position,
             "lease_owner": lease_owner,
             "lease_until": lease_until,
         },
+    )
+
+
+def queued(owner: OwnerRef, route: tuple[str, ...], position: int) -> AttemptRow:
+    """A new attempt on the route's carrier at `position`, not written yet."""
+    return AttemptRow(
+        id=new_id("att"),
+        verification_id=owner.id if owner.kind == "verification" else None,
+        message_id=owner.id if owner.kind == "message" else None,
+        carrier=route[position],
+        status=AttemptStatus.QUEUED,
+        route=route,
+        position=position,
+        carrier_message_id=None,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -85,6 +86,15 @@ class Verification:
             "approved_at": _iso_or_none(self.approved_at),
             "canceled_at": _iso_or_none(self.canceled_at),
         }
+
+
+def just_sent(verification: Verification, attempt_id: str, now: datetime) -> dict[str, Any]:
+    """As events show it when `attempt_id` was sent, before that attempt's receipt."""
+    attempts = tuple(
+        dataclasses.replace(a, status=AttemptStatus.SENT) if a.id == attempt_id else a
+        for a in verification.attempts
+    )
+    return dataclasses.replace(verification, attempts=attempts).to_api(now)
 
 
 def _iso_or_none(moment: datetime | None) -> str | None:

@@ -15,19 +15,20 @@ from relay.accounts.models import Caller, Scope
 from relay.clock import Clock
 from relay.crypto import Keyring, generate_code
 from relay.db.engine import Database
-from relay.delivery.service import Delivery, Job
+from relay.delivery.jobs import Submitted
+from relay.delivery.owners import Draft, OwnerRef
+from relay.delivery.service import Delivery
 from relay.errors import (
     RateLimitError,
     RelayError,
     ResendTooSoon,
     ResourceMissing,
 )
-from relay.events import store as event_store
-from relay.events.models import EventType, NewEvent
+from relay.events.models import EventType
 from relay.ids import new_id
 from relay.phone import Destination
 from relay.sms.text import render_sms
-from relay.verifications import store
+from relay.verifications import events, store
 from relay.verifications.models import (
     Status,
     Verification,
@@ -68,10 +69,9 @@ class _Opened:
 @dataclass(frozen=True)
 class _Sent:
     verification_id: str
-    # What this process still submits over the network, after the creating transaction.
-    job: Job | None
-    # As the creating transaction left it; None only while `job` is still to send.
-    verification: Verification | None
+    # What this process still submits over the network, after the creating transaction,
+    # or the verification as that transaction left it.
+    submitted: Submitted
 
 
 def sender_name(brand: str) -> str:
@@ -112,10 +112,8 @@ class VerificationService:
             )
         if isinstance(sent, RateLimitError):
             raise sent
-        if sent.job is None and sent.verification is not None:
-            return sent.verification
         # This process sends: answer once the carrier has taken (or refused) the SMS.
-        latest = await self._delivery.dispatch(sent.job)
+        latest = await self._delivery.finish(sent.submitted)
         if isinstance(latest, Verification):
             return latest
         return await self.retrieve(caller, sent.verification_id)
@@ -146,29 +144,23 @@ class VerificationService:
             opened = self._open(conn, caller, request, destination, now)
         else:
             opened = self._resend(conn, scope, existing, now)
-        verification_id, code = opened.id, opened.code
-        queued = self._delivery.queue_first(conn, route, now=now, verification_id=verification_id)
         body = render_sms(
             locale=opened.locale,
             brand=caller.brand,
-            code=code,
+            code=opened.code,
             webotp_domain=caller.webotp_domain,
         )
-        job = self._delivery.job(
-            queued,
-            owner_id=verification_id,
-            to=destination.e164,
-            sender=opened.sender,
-            body=body,
-            expires_at=opened.expires_at,
+        draft = Draft(
+            to=destination.e164, sender=opened.sender, body=body, expires_at=opened.expires_at
         )
-        left, latest = self._delivery.submit_in_transaction(conn, job, now=now)
-        if left is None and not isinstance(latest, Verification):
-            latest = self._load(conn, scope, verification_id)
+        owner = OwnerRef("verification", opened.id)
+        submitted = self._delivery.send(conn, owner, draft, route, now=now)
+        if submitted.job is None and not isinstance(submitted.latest, Verification):
+            submitted = Submitted(latest=self._load(conn, scope, opened.id))
         # Last: the account's and the country's counters are rows that every send
         # updates, and on PostgreSQL a row lock is held until commit.
         self._abuse.record_send(conn, scope, destination, now=now)
-        return _Sent(verification_id, left, latest if isinstance(latest, Verification) else None)
+        return _Sent(opened.id, submitted)
 
     def _open(
         self,
@@ -269,9 +261,9 @@ class VerificationService:
             return verification, closed_error(verification.status_at(now))
         verification = self._load(conn, scope, target)
         if status is Status.APPROVED:
-            self._emit(conn, verification, EventType.VERIFICATION_APPROVED, now)
+            events.record(conn, verification, EventType.VERIFICATION_APPROVED, now)
         elif status is Status.MAX_ATTEMPTS_REACHED:
-            self._emit(conn, verification, EventType.VERIFICATION_MAX_ATTEMPTS_REACHED, now)
+            events.record(conn, verification, EventType.VERIFICATION_MAX_ATTEMPTS_REACHED, now)
         # Last, for the same reason as in create: shared counter rows, locked until commit.
         self._abuse.record_check(conn, scope, destination, correct=correct, now=now)
         return verification, None
@@ -311,7 +303,7 @@ class VerificationService:
             for verification_id in closed:
                 row = store.load_any(conn, verification_id)
                 if row is not None:
-                    self._emit(conn, row, EventType.VERIFICATION_EXPIRED, now)
+                    events.record(conn, row, EventType.VERIFICATION_EXPIRED, now)
             return len(closed)
 
         # Looked at read-only first: an idle sweep must not take SQLite's write lock.
@@ -328,22 +320,4 @@ class VerificationService:
     def _emit_for(
         self, conn: Connection, scope: Scope, verification_id: str, kind: EventType, now: datetime
     ) -> None:
-        self._emit(conn, self._load(conn, scope, verification_id), kind, now)
-
-    def _emit(
-        self, conn: Connection, verification: Verification, kind: EventType, now: datetime
-    ) -> None:
-        event = NewEvent(
-            id=new_id("evt"),
-            type=kind,
-            created_at=now,
-            livemode=verification.livemode,
-            data_object=verification.to_api(now),
-        )
-        event_store.record(
-            conn,
-            event,
-            account_id=verification.account_id,
-            related_id=verification.id,
-            webhook_url=verification.webhook_url,
-        )
+        events.record(conn, self._load(conn, scope, verification_id), kind, now)

@@ -29,7 +29,7 @@ from sqlalchemy.sql import ColumnElement
 # `Scope as Scope`: still imported from here by web/idempotency.py, until the HTTP rewrite.
 from relay.accounts.models import Scope as Scope
 from relay.db.prepared import Prepared
-from relay.db.tables import UtcDateTime, attempts, in_state, verifications
+from relay.db.tables import UtcDateTime, accounts, attempts, in_state, verifications
 from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS, attempts_of, joined_attempts
 from relay.phone import Destination
 from relay.verifications.models import CHECK_LIMIT, Attempt, Status, Verification
@@ -332,3 +332,37 @@ def _filters(query: ListQuery, now: datetime) -> list[ColumnElement[bool]]:
 def load_any(conn: Connection, verification_id: str) -> Verification | None:
     """Load without an account scope: for background work only, never for requests."""
     return _joined(_LOAD_ANY.execute(conn, {"verification_id": verification_id}).all())
+
+
+@dataclass(frozen=True)
+class Sendable:
+    """What rebuilding a pending verification's SMS needs. `sealed_code` holds the code."""
+
+    to: str
+    sender: str
+    locale: str
+    sealed_code: bytes | None
+    expires_at: datetime
+    brand: str
+    webotp_domain: str | None
+
+
+_SENDABLE = Prepared(
+    select(
+        V.to_number,
+        V.sender,
+        V.locale,
+        V.sealed_code,
+        V.expires_at,
+        accounts.c.brand,
+        accounts.c.webotp_domain,
+    )
+    .join(accounts, accounts.c.id == V.account_id)
+    .where(V.id == bindparam("verification_id"), V.status == Status.PENDING.value)
+)
+
+
+def sendable(conn: Connection, verification_id: str) -> Sendable | None:
+    """Without an account scope, for the delivery layer: None unless it is pending."""
+    row = _SENDABLE.execute(conn, {"verification_id": verification_id}).first()
+    return None if row is None else Sendable(*row)
