@@ -34,6 +34,7 @@ from relay.verifications.models import (
     Verification,
     check_is_correct,
     closed_error,
+    count_check,
     require_resend_allowed,
 )
 from relay.verifications.store import ListQuery, NewVerification
@@ -246,13 +247,28 @@ class VerificationService:
         if target is None or found is None:
             param = "id" if verification_id else "to"
             raise ResourceMissing("No pending verification matches.", param=param)
-        code_mac, destination = found
-        matches = self._keyring.code_matches(target, code, code_mac)
+        destination = found.destination
+        matches = self._keyring.code_matches(target, code, found.code_mac)
         correct = check_is_correct(submitted=code, livemode=caller.livemode, matches=matches)
         refusal = self._abuse.before_check(conn, scope, destination.e164, now=now)
         if refusal:
             return self._load(conn, scope, target), refusal
-        status = store.count_check(conn, scope, target, correct=correct, now=now)
+        rule = count_check(
+            status=found.status,
+            checks=found.checks,
+            expires_at=found.expires_at,
+            now=now,
+            correct=correct,
+        )
+        # The read may be stale under concurrent checks, but only ever towards "not
+        # counted" (checks grow, closed stays closed, time passes): a refusal holds.
+        # A count is made by the UPDATE, which applies the same rule to the row as
+        # it is, atomically, and whose answer wins.
+        status = (
+            None
+            if rule is None
+            else store.count_check(conn, scope, target, correct=correct, now=now)
+        )
         if status is None:
             # Not open: report why, after closing it if its TTL ran out unnoticed.
             if store.expire_one(conn, scope, target, now=now):

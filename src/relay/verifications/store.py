@@ -109,7 +109,9 @@ _LOAD = Prepared(_WITH_ATTEMPTS.where(*_THIS))
 # Without a scope: the delivery layer's load, once per event it records.
 _LOAD_ANY = Prepared(_WITH_ATTEMPTS.where(V.id == bindparam("verification_id")))
 _LOAD_SECRETS = select(V.code_mac, V.sealed_code).where(*_THIS)
-_CHECK_MATERIAL = Prepared(select(V.code_mac, V.to_number, V.country).where(*_THIS))
+_CHECK_MATERIAL = Prepared(
+    select(V.code_mac, V.to_number, V.country, V.status, V.checks, V.expires_at).where(*_THIS)
+)
 _PENDING_ID = select(V.id).where(
     *_IN_SCOPE, V.to_number == bindparam("to"), V.status == Status.PENDING.value
 )
@@ -126,6 +128,9 @@ _COUNT_RESEND = Prepared(
     .where(*_OPEN, V.sends == bindparam("seen_sends"))
     .values(sends=V.sends + 1, last_sent_at=_NOW, updated_at=_NOW)
 )
+# `models.count_check`, the check rule, as one statement: the WHERE clause is
+# when a check counts, the CASEs what it does. tests/db/test_check_rule.py walks
+# the rule's inputs and shows the two agree.
 _CORRECT = bindparam("correct", type_=Boolean())
 _NEXT_CHECKS = V.checks + 1
 _COUNT_CHECK = Prepared(
@@ -177,14 +182,23 @@ def load_secrets(
     return None if row is None else (row.code_mac, row.sealed_code)
 
 
-def check_material(
-    conn: Connection, scope: Scope, verification_id: str
-) -> tuple[bytes, Destination] | None:
-    """What a check needs, in one read: the code's MAC and where the code went."""
+@dataclass(frozen=True)
+class CheckMaterial:
+    """What a check needs, in one read: the code's MAC, where it went, the rule's inputs."""
+
+    code_mac: bytes
+    destination: Destination
+    status: Status
+    checks: int
+    expires_at: datetime
+
+
+def check_material(conn: Connection, scope: Scope, verification_id: str) -> CheckMaterial | None:
     row = _CHECK_MATERIAL.execute(conn, _this(scope, verification_id)).first()
     if row is None:
         return None
-    return row.code_mac, Destination(e164=row.to_number, country=row.country)
+    destination = Destination(e164=row.to_number, country=row.country)
+    return CheckMaterial(row.code_mac, destination, Status(row.status), row.checks, row.expires_at)
 
 
 def pending_id_for(conn: Connection, scope: Scope, to: str) -> str | None:
