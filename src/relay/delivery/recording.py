@@ -60,13 +60,8 @@ class Recorder:
     ) -> AttemptRow:
         """Write a queued attempt; this process leases it if it will submit it, else none does."""
         attempt = store.queued(owner, route, position)
-        if self.leased_to is None:
-            store.insert_queued(conn, attempt, now=now, lease_owner=None, lease_until=now)
-        else:
-            until = now + self._lease
-            store.insert_queued(
-                conn, attempt, now=now, lease_owner=self.leased_to, lease_until=until
-            )
+        until = now if self.leased_to is None else now + self._lease
+        store.insert_queued(conn, attempt, now=now, lease_owner=self.leased_to, lease_until=until)
         return attempt
 
     def job(self, conn: Connection, attempt: AttemptRow) -> Job | None:

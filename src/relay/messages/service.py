@@ -103,22 +103,31 @@ class MessageService:
             expires_at=now + self._ttl,
         )
         store.insert_message(conn, scope, new, now)
+        submitted = self._send(conn, caller, request, new, route, now)
+        # Last: shared counter rows, locked until commit on PostgreSQL (see verifications).
+        self._abuse.record_send(conn, scope, destination, now=now)
+        return _Queued(message_id, submitted)
+
+    def _send(
+        self,
+        conn: Connection,
+        caller: Caller,
+        request: SendRequest,
+        new: NewMessage,
+        route: tuple[str, ...],
+        now: datetime,
+    ) -> Submitted:
         body = render_sms(
             locale=request.locale,
             brand=caller.brand,
             code=request.code,
             webotp_domain=caller.webotp_domain,
         )
-        draft = Draft(
-            to=destination.e164, sender=self._sender, body=body, expires_at=new.expires_at
-        )
-        owner = OwnerRef("message", message_id)
-        submitted = self._delivery.send(conn, owner, draft, route, now=now)
+        draft = Draft(to=new.to, sender=new.sender, body=body, expires_at=new.expires_at)
+        submitted = self._delivery.send(conn, OwnerRef("message", new.id), draft, route, now=now)
         if submitted.job is None and not isinstance(submitted.latest, Message):
-            submitted = Submitted(latest=store.load(conn, scope, message_id))
-        # Last: shared counter rows, locked until commit on PostgreSQL (see verifications).
-        self._abuse.record_send(conn, scope, destination, now=now)
-        return _Queued(message_id, submitted)
+            return Submitted(latest=store.load(conn, caller.scope, new.id))
+        return submitted
 
     async def retrieve(self, caller: Caller, message_id: str) -> Message:
         found = await self._db.read(lambda c: store.load(c, caller.scope, message_id))

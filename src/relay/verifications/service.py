@@ -37,7 +37,7 @@ from relay.verifications.models import (
     count_check,
     require_resend_allowed,
 )
-from relay.verifications.store import ListQuery, NewVerification
+from relay.verifications.store import CheckMaterial, ListQuery, NewVerification
 
 
 @dataclass(frozen=True)
@@ -129,14 +129,7 @@ class VerificationService:
         now: datetime,
     ) -> _Sent | RateLimitError:
         scope = caller.scope
-        existing = None
-        pending = store.pending_for(conn, scope, destination.e164)
-        if pending is not None and pending[1] <= now:
-            # Its TTL ran out before the sweep saw it: close it, and this create opens anew.
-            if store.expire_one(conn, scope, pending[0], now=now):
-                self._emit_for(conn, scope, pending[0], EventType.VERIFICATION_EXPIRED, now)
-        elif pending is not None:
-            existing = pending[0]
+        existing = self._pending(conn, scope, destination, now)
         refusal = self._abuse.before_send(conn, scope, destination, opens=existing is None, now=now)
         if refusal is not None:
             # Returned, not raised: a pumping block written here must commit.
@@ -145,6 +138,36 @@ class VerificationService:
             opened = self._open(conn, caller, request, destination, now)
         else:
             opened = self._resend(conn, scope, existing, now)
+        submitted = self._send(conn, caller, opened, destination, route, now)
+        # Last: the account's and the country's counters are rows that every send
+        # updates, and on PostgreSQL a row lock is held until commit.
+        self._abuse.record_send(conn, scope, destination, now=now)
+        return _Sent(opened.id, submitted)
+
+    def _pending(
+        self, conn: Connection, scope: Scope, destination: Destination, now: datetime
+    ) -> str | None:
+        """The number's pending verification, which a create resends, if any."""
+        pending = store.pending_for(conn, scope, destination.e164)
+        if pending is None:
+            return None
+        verification_id, expires_at = pending
+        if expires_at > now:
+            return verification_id
+        # Its TTL ran out before the sweep saw it: close it, and this create opens anew.
+        if store.expire_one(conn, scope, verification_id, now=now):
+            self._emit_for(conn, scope, verification_id, EventType.VERIFICATION_EXPIRED, now)
+        return None
+
+    def _send(
+        self,
+        conn: Connection,
+        caller: Caller,
+        opened: _Opened,
+        destination: Destination,
+        route: tuple[str, ...],
+        now: datetime,
+    ) -> Submitted:
         body = render_sms(
             locale=opened.locale,
             brand=caller.brand,
@@ -157,11 +180,8 @@ class VerificationService:
         owner = OwnerRef("verification", opened.id)
         submitted = self._delivery.send(conn, owner, draft, route, now=now)
         if submitted.job is None and not isinstance(submitted.latest, Verification):
-            submitted = Submitted(latest=self._load(conn, scope, opened.id))
-        # Last: the account's and the country's counters are rows that every send
-        # updates, and on PostgreSQL a row lock is held until commit.
-        self._abuse.record_send(conn, scope, destination, now=now)
-        return _Sent(opened.id, submitted)
+            return Submitted(latest=self._load(conn, caller.scope, opened.id))
+        return submitted
 
     def _open(
         self,
@@ -253,6 +273,23 @@ class VerificationService:
         refusal = self._abuse.before_check(conn, scope, destination.e164, now=now)
         if refusal:
             return self._load(conn, scope, target), refusal
+        verification, error = self._count(conn, scope, target, found, correct, now)
+        if error is not None:
+            return verification, error
+        # Last, for the same reason as in create: shared counter rows, locked until commit.
+        self._abuse.record_check(conn, scope, destination, correct=correct, now=now)
+        return verification, None
+
+    def _count(
+        self,
+        conn: Connection,
+        scope: Scope,
+        target: str,
+        found: CheckMaterial,
+        correct: bool,
+        now: datetime,
+    ) -> tuple[Verification, RelayError | None]:
+        """Count the check by the check rule; the verification after it, or why it is closed."""
         rule = count_check(
             status=found.status,
             checks=found.checks,
@@ -264,25 +301,26 @@ class VerificationService:
         # counted" (checks grow, closed stays closed, time passes): a refusal holds.
         # A count is made by the UPDATE, which applies the same rule to the row as
         # it is, atomically, and whose answer wins.
-        status = (
-            None
-            if rule is None
-            else store.count_check(conn, scope, target, correct=correct, now=now)
-        )
+        if rule is None:
+            return self._closed(conn, scope, target, now)
+        status = store.count_check(conn, scope, target, correct=correct, now=now)
         if status is None:
-            # Not open: report why, after closing it if its TTL ran out unnoticed.
-            if store.expire_one(conn, scope, target, now=now):
-                self._emit_for(conn, scope, target, EventType.VERIFICATION_EXPIRED, now)
-            verification = self._load(conn, scope, target)
-            return verification, closed_error(verification.status_at(now))
+            return self._closed(conn, scope, target, now)
         verification = self._load(conn, scope, target)
         if status is Status.APPROVED:
             events.record(conn, verification, EventType.VERIFICATION_APPROVED, now)
         elif status is Status.MAX_ATTEMPTS_REACHED:
             events.record(conn, verification, EventType.VERIFICATION_MAX_ATTEMPTS_REACHED, now)
-        # Last, for the same reason as in create: shared counter rows, locked until commit.
-        self._abuse.record_check(conn, scope, destination, correct=correct, now=now)
         return verification, None
+
+    def _closed(
+        self, conn: Connection, scope: Scope, target: str, now: datetime
+    ) -> tuple[Verification, RelayError]:
+        """Not open: report why, after closing it if its TTL ran out unnoticed."""
+        if store.expire_one(conn, scope, target, now=now):
+            self._emit_for(conn, scope, target, EventType.VERIFICATION_EXPIRED, now)
+        verification = self._load(conn, scope, target)
+        return verification, closed_error(verification.status_at(now))
 
     async def cancel(self, caller: Caller, verification_id: str) -> Verification:
         now = self._clock.now()
