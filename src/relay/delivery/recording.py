@@ -165,7 +165,7 @@ class Recorder:
         state = owner.attempt_failed(conn, owner_id, now=now, last=position is None)
         if state is None:
             return Step()
-        self._count(state, attempt, str(failure.error["code"]), conn, now)
+        self._count(conn, state, attempt, str(failure.error["code"]), now)
         if position is None or not state.is_open:
             return Step(latest=state.snapshot)
         following = self.queue(conn, attempt.owner, attempt.route, position, now)
@@ -218,11 +218,11 @@ class Recorder:
         state = owner.attempt_delivered(conn, owner_id, attempt.id, now=now, also_sent=also_sent)
         if state is None:
             return Step()
-        self._count(state, attempt, "delivered", conn, now)
+        self._count(conn, state, attempt, "delivered", now)
         return Step(latest=state.snapshot)
 
     def _count(
-        self, state: OwnerState, attempt: AttemptRow, outcome: str, conn: Connection, now: datetime
+        self, conn: Connection, state: OwnerState, attempt: AttemptRow, outcome: str, now: datetime
     ) -> None:
         if not state.livemode:
             return  # test keys never cost anything
