@@ -19,7 +19,9 @@ from relay.db.engine import Database, open_database
 from relay.delivery.service import Delivery
 from relay.events.service import DeliverySettings, EventService, Outbox
 from relay.idempotency.service import IdempotencyKeys
+from relay.messages.sending import MessageOwner
 from relay.messages.service import MessageService
+from relay.verifications.sending import VerificationOwner
 from relay.verifications.service import Limits, VerificationService
 
 
@@ -52,30 +54,19 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
     db = open_database(settings.resolved_database_url)
     sql = open_db(settings.resolved_database_url)
     keyring = Keyring(settings.code_secret())
-    carriers = build_carriers(settings, clock=clock.now)
     limits = Limits(max_sends=settings.max_sends, resend_interval=settings.resend_interval)
     abuse = AbuseGuard(abuse_rules(settings))
     # Services write events through the outbox, which wakes webhook delivery on commit.
     wake = asyncio.Event()
     outbox = Outbox(db, wake)
-    delivery = Delivery(
-        outbox,
-        keyring,
-        clock,
-        carriers,
-        receipt_timeout=settings.receipt_timeout,
-        lease=settings.dispatch_lease,
-        # Attempt errors are stored, so their doc_url cannot follow each request's
-        # Host header: the public URL when set, else the address Relay serves on.
-        docs=(settings.public_url or f"https://{settings.host}:{settings.port}").rstrip("/"),
-    )
+    delivery = build_delivery(settings, outbox, clock, keyring)
     return Services(
         settings=settings,
         db=db,
         sql=sql,
         clock=clock,
         keyring=keyring,
-        sandbox=carriers.sandbox,
+        sandbox=delivery.carriers.sandbox,
         accounts=AccountService(db, keyring, clock),
         verifications=VerificationService(
             outbox, keyring, clock, delivery=delivery, limits=limits, abuse=abuse
@@ -97,6 +88,21 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
             sql, clock, lease=timedelta(seconds=settings.idempotency_lease)
         ),
         abuse=abuse,
+    )
+
+
+def build_delivery(settings: Settings, db: Database, clock: Clock, keyring: Keyring) -> Delivery:
+    return Delivery(
+        db,
+        clock,
+        build_carriers(settings, clock=clock.now),
+        # Delivery knows what it delivers only through this interface.
+        {"verification": VerificationOwner(keyring), "message": MessageOwner(keyring)},
+        receipt_timeout=settings.receipt_timeout,
+        lease=settings.dispatch_lease,
+        # Attempt errors are stored, so their doc_url cannot follow each request's
+        # Host header: the public URL when set, else the address Relay serves on.
+        docs=(settings.public_url or f"https://{settings.host}:{settings.port}").rstrip("/"),
     )
 
 

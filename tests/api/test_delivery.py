@@ -15,7 +15,7 @@ from sqlalchemy import select
 from relay.accounts.models import NewAccount
 from relay.cli.main import main as relay_main
 from relay.db.tables import messages
-from relay.delivery.store import usage_totals
+from relay.delivery.usage import usage_totals
 from tests.harness import RunningServer, ServerThread, create_account, read_db, test_settings
 from tests.webhooks.receiver import events_of, isolated_database, wait_until
 

@@ -8,13 +8,12 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from relay.accounts.models import NewAccount
+from relay.accounts.models import NewAccount, Scope
 from relay.clock import OffsetClock
 from relay.config import Settings
 from relay.db.tables import idempotency_keys
 from relay.idempotency.models import fingerprint
 from relay.services import build_services
-from relay.verifications.store import Scope
 from relay.worker.sweeper import prune_once
 from tests.harness import RunningServer, create_account, run
 

@@ -8,8 +8,8 @@ import pytest
 
 from relay.abuse import store
 from relay.abuse.models import Kind
+from relay.accounts.models import Scope
 from relay.db.engine import Database
-from relay.verifications.store import Scope
 from tests.db.conftest import ACCOUNT_ID
 
 NOW = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)

@@ -13,8 +13,8 @@ from sqlalchemy import func, select
 
 from relay.accounts.models import Caller
 from relay.carriers.base import DeliveryReport, OutboundSms, ReportSink, SubmitReceipt
-from relay.db.tables import early_reports
-from relay.delivery import store
+from relay.db.tables import early_reports as early_reports_table
+from relay.delivery import early_reports, usage
 from relay.messages.models import Message
 from relay.messages.service import SendRequest
 from relay.services import Services, build_services
@@ -87,7 +87,7 @@ async def send(services: Services, caller: Caller, to: str) -> Message:
 
 
 async def parked(services: Services) -> int:
-    query = select(func.count()).select_from(early_reports)
+    query = select(func.count()).select_from(early_reports_table)
     return int(await services.db.read(lambda c: c.execute(query).scalar_one()))
 
 
@@ -117,7 +117,7 @@ async def test_a_receipt_parked_while_another_process_recorded_the_submit_is_app
     assert message.status.value == "sent"
     # The receipt's transaction missed the recorded id (read before the other commit).
     now = datetime.now(UTC)
-    await services.db.write(lambda c: store.park_report(c, report(carrier.submitted[-1]), now=now))
+    await services.db.write(lambda c: early_reports.park(c, report(carrier.submitted[-1]), now=now))
 
     assert await services.delivery.apply_early_reports() == 0
     after = await services.messages.retrieve(caller, message.id)
@@ -136,7 +136,7 @@ async def test_a_second_receipt_for_the_same_sms_changes_nothing(services: Servi
 
     after = await services.messages.retrieve(caller, message.id)
     assert [a.status.value for a in after.attempts] == ["delivered"]
-    totals = await services.db.read(lambda c: store.usage_totals(c, account_id=caller.account_id))
+    totals = await services.db.read(lambda c: usage.usage_totals(c, account_id=caller.account_id))
     assert totals == {"delivered": 1}
 
 

@@ -29,6 +29,7 @@ from relay.abuse.models import (
     wait_for_times,
     window_start,
 )
+from relay.accounts.models import Scope
 from relay.errors import (
     DailyCapReached,
     DestinationBlocked,
@@ -37,7 +38,6 @@ from relay.errors import (
     TooManyVerifications,
 )
 from relay.phone import Destination
-from relay.verifications.store import Scope
 
 log = logging.getLogger("relay.abuse")
 

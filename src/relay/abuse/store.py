@@ -15,9 +15,9 @@ from sqlalchemy import Connection, Table, bindparam, delete, select, union
 from sqlalchemy.dialects import postgresql, sqlite
 
 from relay.abuse.models import Bucket, Kind
+from relay.accounts.models import Scope
 from relay.db.prepared import Prepared
 from relay.db.tables import UtcDateTime, abuse_counters, destination_blocks, verifications
-from relay.verifications.store import Scope
 
 C = abuse_counters.c
 B = destination_blocks.c

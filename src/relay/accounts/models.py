@@ -5,12 +5,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 import phonenumbers
 
 from relay.errors import InvalidRequest
-from relay.verifications.store import Scope
 
 Mode = Literal["test", "live"]
 MAX_ACTIVE_KEYS_PER_MODE = 2
@@ -27,6 +26,18 @@ def key_mode(raw: str) -> Mode | None:
     if match is None:
         return None
     return "live" if match.group(1) == "live" else "test"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Whose data a request may touch: one account, one mode."""
+
+    account_id: str
+    livemode: bool
+
+    def params(self) -> dict[str, Any]:
+        """The scope as the bind parameters every scoped statement names."""
+        return {"scope_account": self.account_id, "scope_livemode": self.livemode}
 
 
 @dataclass(frozen=True)

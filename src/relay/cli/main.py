@@ -170,7 +170,7 @@ async def _manage(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _usage(services: Any, args: argparse.Namespace) -> int:
-    from relay.delivery.store import usage_rows
+    from relay.delivery.usage import usage_rows
 
     if args.since is not None and not _is_day(args.since):
         print("relay: --since takes a day, YYYY-MM-DD", file=sys.stderr)

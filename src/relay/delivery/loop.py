@@ -13,7 +13,8 @@ import contextlib
 import functools
 import logging
 
-from relay.delivery.service import Delivery, Job
+from relay.delivery.jobs import Job
+from relay.delivery.service import Delivery
 
 log = logging.getLogger("relay.delivery")
 

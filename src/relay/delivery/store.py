@@ -1,4 +1,4 @@
-"""SQL for attempts, early receipts and usage: plain functions of a Connection.
+"""SQL for attempts: plain functions of a Connection.
 
 Every attempt transition is one conditional UPDATE that restates the state it
 leaves (`WHERE status = 'sent'`), so a receipt and a receipt deadline, or two
@@ -7,7 +7,6 @@ dispatchers, racing on one attempt cannot both win.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,22 +16,19 @@ from sqlalchemy import (
     Connection,
     and_,
     bindparam,
-    delete,
-    func,
     insert,
     select,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 
-from relay.carriers.base import DeliveryReport, ReportStatus
 from relay.db.prepared import Prepared
-from relay.db.tables import UtcDateTime, attempts, early_reports, in_state, usage
-from relay.delivery.attempts import Attempt, AttemptStatus
+from relay.db.tables import UtcDateTime, attempts, early_reports, in_state
+from relay.delivery.attempts import AttemptStatus
+from relay.delivery.owners import OwnerRef
+from relay.ids import new_id
 
 A = attempts.c
 R = early_reports.c
-U = usage.c
 
 _NOW = bindparam("now", type_=UtcDateTime())
 
@@ -49,10 +45,11 @@ class AttemptRow:
     carrier_message_id: str | None
 
     @property
-    def subject_id(self) -> str:
-        subject = self.verification_id or self.message_id
-        assert subject is not None  # the insert always sets exactly one
-        return subject
+    def owner(self) -> OwnerRef:
+        if self.verification_id is not None:
+            return OwnerRef("verification", self.verification_id)
+        assert self.message_id is not None  # the insert always sets exactly one
+        return OwnerRef("message", self.message_id)
 
 
 _ROW_COLUMNS = (
@@ -129,34 +126,43 @@ _POSTPONE = Prepared(
 
 def insert_queued(
     conn: Connection,
+    attempt: AttemptRow,
     *,
-    attempt_id: str,
-    carrier: str,
-    route: Sequence[str],
-    position: int,
     now: datetime,
     lease_owner: str | None,
     lease_until: datetime,
-    verification_id: str | None = None,
-    message_id: str | None = None,
 ) -> None:
     """A queued attempt; its lease keeps other dispatchers off it until `lease_until`."""
     _INSERT.execute(
         conn,
         {
-            "id": attempt_id,
-            "verification_id": verification_id,
-            "message_id": message_id,
-            "carrier": carrier,
+            "id": attempt.id,
+            "verification_id": attempt.verification_id,
+            "message_id": attempt.message_id,
+            "carrier": attempt.carrier,
             "status": AttemptStatus.QUEUED.value,
             "error": None,
             "at": now,
             "updated_at": now,
-            "route": list(route),
-            "position": position,
+            "route": list(attempt.route),
+            "position": attempt.position,
             "lease_owner": lease_owner,
             "lease_until": lease_until,
         },
+    )
+
+
+def queued(owner: OwnerRef, route: tuple[str, ...], position: int) -> AttemptRow:
+    """A new attempt on the route's carrier at `position`, not written yet."""
+    return AttemptRow(
+        id=new_id("att"),
+        verification_id=owner.id if owner.kind == "verification" else None,
+        message_id=owner.id if owner.kind == "message" else None,
+        carrier=route[position],
+        status=AttemptStatus.QUEUED,
+        route=route,
+        position=position,
+        carrier_message_id=None,
     )
 
 
@@ -266,181 +272,6 @@ def overdue_reports(conn: Connection, *, now: datetime, limit: int) -> list[Atte
     if conn.dialect.name == "postgresql":
         due = due.with_for_update(skip_locked=True)
     return [_row(r) for r in conn.execute(due)]
-
-
-# --- early receipts ---------------------------------------------------------
-
-_PARK = insert(early_reports)
-_TAKE_EARLY = Prepared(
-    select(R.id, R.carrier, R.carrier_message_id, R.status, R.error_code, R.at).where(
-        R.carrier == bindparam("carrier"),
-        R.carrier_message_id == bindparam("carrier_message_id"),
-    )
-)
-
-
-def park_report(conn: Connection, report: DeliveryReport, *, now: datetime) -> None:
-    """Keep a receipt whose message id no attempt carries yet."""
-    conn.execute(
-        _PARK,
-        {
-            "carrier": report.carrier,
-            "carrier_message_id": report.carrier_message_id,
-            "status": report.status,
-            "error_code": report.error_code,
-            "at": report.at,
-            "received_at": now,
-        },
-    )
-
-
-def _report(row: Any) -> DeliveryReport:
-    status: ReportStatus = "delivered" if row.status == "delivered" else "failed"
-    return DeliveryReport(
-        carrier=row.carrier,
-        carrier_message_id=row.carrier_message_id,
-        status=status,
-        error_code=row.error_code,
-        at=row.at,
-    )
-
-
-def take_early_report(
-    conn: Connection, carrier: str, carrier_message_id: str
-) -> DeliveryReport | None:
-    """The parked receipt for this message id, removed from the parking table."""
-    params = {"carrier": carrier, "carrier_message_id": carrier_message_id}
-    rows = _TAKE_EARLY.execute(conn, params).all()
-    if not rows:
-        return None
-    conn.execute(delete(early_reports).where(R.id.in_([r.id for r in rows])))
-    return _report(rows[0])
-
-
-def matched_early_reports(conn: Connection, *, limit: int) -> list[DeliveryReport]:
-    """Parked receipts whose attempt has since recorded its message id (a cross-process race)."""
-    matched = (
-        select(R.id, R.carrier, R.carrier_message_id, R.status, R.error_code, R.at)
-        .join(
-            attempts,
-            and_(A.carrier == R.carrier, A.carrier_message_id == R.carrier_message_id),
-        )
-        .limit(limit)
-    )
-    rows = list(conn.execute(matched))
-    if rows:
-        conn.execute(delete(early_reports).where(R.id.in_([r.id for r in rows])))
-    return [_report(r) for r in rows]
-
-
-def prune_early_reports(conn: Connection, *, before: datetime) -> int:
-    """Receipts nobody claimed for a day are for SMS this database never sent."""
-    return conn.execute(delete(early_reports).where(R.received_at < before)).rowcount
-
-
-# --- usage --------------------------------------------------------------------
-
-
-def count_usage(
-    conn: Connection, *, account_id: str, day: str, country: str, carrier: str, outcome: str
-) -> None:
-    """One more live send with this outcome: a single upsert, safe under concurrency."""
-    key = {
-        "account_id": account_id,
-        "day": day,
-        "country": country,
-        "carrier": carrier,
-        "outcome": outcome,
-    }
-    _count_usage_statement(conn.dialect.name).execute(conn, {**key, "count": 1})
-
-
-_USAGE_KEY = ["account_id", "day", "country", "carrier", "outcome"]
-
-
-@functools.cache
-def _count_usage_statement(dialect: str) -> Prepared:
-    """Built once per database kind: it runs for every live attempt that ends."""
-    statement = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(usage)
-    return Prepared(
-        statement.on_conflict_do_update(index_elements=_USAGE_KEY, set_={"count": U.count + 1})
-    )
-
-
-@dataclass(frozen=True)
-class UsageRow:
-    account_id: str
-    day: str
-    country: str
-    carrier: str
-    outcome: str
-    count: int
-
-
-def usage_rows(
-    conn: Connection, *, account_id: str | None = None, since: str | None = None
-) -> list[UsageRow]:
-    query = select(U.account_id, U.day, U.country, U.carrier, U.outcome, U.count)
-    if account_id is not None:
-        query = query.where(U.account_id == account_id)
-    if since is not None:
-        query = query.where(U.day >= since)
-    query = query.order_by(U.account_id, U.day, U.country, U.carrier, U.outcome)
-    return [UsageRow(*r) for r in conn.execute(query)]
-
-
-def usage_totals(conn: Connection, *, account_id: str) -> dict[str, int]:
-    """Outcome → count, all days: for tests and the usage summary line."""
-    query = (
-        select(U.outcome, func.sum(U.count)).where(U.account_id == account_id).group_by(U.outcome)
-    )
-    return {outcome: int(total) for outcome, total in conn.execute(query)}
-
-
-# --- attempts as the API shows them -----------------------------------------
-
-# For loads that join an owner to its attempts in one statement (one owner,
-# one round trip): the attempt's columns under names of their own.
-JOINED_ATTEMPT_COLUMNS = (
-    A.id.label("attempt_id"),
-    A.status.label("attempt_status"),
-    A.carrier.label("attempt_carrier"),
-    A.at.label("attempt_at"),
-    A.error.label("attempt_error"),
-)
-_ATTEMPTS_OF_VERIFICATIONS = (
-    select(A.verification_id, *JOINED_ATTEMPT_COLUMNS)
-    .where(A.verification_id.in_(bindparam("ids", expanding=True)))
-    .order_by(A.verification_id, A.id)
-)
-
-
-def _joined_attempt(row: Any, livemode: bool) -> Attempt:
-    return Attempt(
-        id=row.attempt_id,
-        status=AttemptStatus(row.attempt_status),
-        carrier=row.attempt_carrier,
-        at=row.attempt_at,
-        error=row.attempt_error,
-        livemode=livemode,
-    )
-
-
-def joined_attempts(rows: Sequence[Any], *, livemode: bool) -> list[Attempt]:
-    """The attempts in rows selected with JOINED_ATTEMPT_COLUMNS (an outer join: none is NULL)."""
-    return [_joined_attempt(row, livemode) for row in rows if row.attempt_id is not None]
-
-
-def attempts_of(
-    conn: Connection, ids: Sequence[str], *, livemode: bool
-) -> dict[str, list[Attempt]]:
-    """Each verification's attempts, oldest first, in one query (for a page of them)."""
-    grouped: dict[str, list[Attempt]] = {i: [] for i in ids}
-    if not ids:
-        return grouped
-    for row in conn.execute(_ATTEMPTS_OF_VERIFICATIONS, {"ids": list(ids)}):
-        grouped[row.verification_id].append(_joined_attempt(row, livemode))
-    return grouped
 
 
 # --- cheap looks before a write transaction --------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from functools import partial
 
+from relay.accounts.models import Scope
 from relay.clock import Clock
 from relay.db.driver import Db
 from relay.db.sql import Tx
@@ -18,7 +19,6 @@ from relay.idempotency.models import (
     decide,
     is_stale,
 )
-from relay.verifications.store import Scope
 
 
 class IdempotencyKeys:

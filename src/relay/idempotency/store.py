@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from relay.accounts.models import Scope
 from relay.db.sql import Row, Sql, Tx, document, moment
 from relay.idempotency.models import KeyRecord, KeyStatus, StoredResponse
-from relay.verifications.store import Scope
 
 _KEY = "account_id = :account AND livemode = :livemode AND key = :key"
 # The holder's token is its lease's end: a write after the lease was taken over matches nothing.

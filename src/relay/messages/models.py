@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from relay.clock import isoformat
-from relay.delivery.attempts import Attempt
+from relay.delivery.attempts import Attempt, AttemptStatus
 
 
 class MessageStatus(StrEnum):
@@ -51,3 +52,18 @@ class Message:
             "created_at": isoformat(self.created_at),
             "updated_at": isoformat(self.updated_at),
         }
+
+    @property
+    def is_open(self) -> bool:
+        """May another attempt still be sent?"""
+        return self.status in (MessageStatus.QUEUED, MessageStatus.SENT)
+
+
+def just_sent(message: Message, attempt_id: str) -> dict[str, Any]:
+    """As events show it when `attempt_id` was sent, before that attempt's receipt."""
+    attempts = tuple(
+        dataclasses.replace(a, status=AttemptStatus.SENT) if a.id == attempt_id else a
+        for a in message.attempts
+    )
+    sent = dataclasses.replace(message, status=MessageStatus.SENT, attempts=attempts)
+    return sent.to_api()

@@ -12,7 +12,9 @@ from relay.accounts.models import Caller
 from relay.clock import Clock
 from relay.crypto import Keyring
 from relay.db.engine import Database
-from relay.delivery.service import Delivery, Job
+from relay.delivery.jobs import Submitted
+from relay.delivery.owners import Draft, OwnerRef
+from relay.delivery.service import Delivery
 from relay.errors import RateLimitError, ResourceMissing
 from relay.ids import new_id
 from relay.messages import store
@@ -36,10 +38,9 @@ class SendRequest:
 @dataclass(frozen=True)
 class _Queued:
     message_id: str
-    # What this process still submits over the network, after the creating transaction.
-    job: Job | None
-    # As the creating transaction left it; None only while `job` is still to send.
-    message: Message | None
+    # What this process still submits over the network, after the creating transaction,
+    # or the message as that transaction left it.
+    submitted: Submitted
 
 
 class MessageService:
@@ -70,9 +71,7 @@ class MessageService:
         )
         if isinstance(queued, RateLimitError):
             raise queued
-        if queued.job is None and queued.message is not None:
-            return queued.message
-        latest = await self._delivery.dispatch(queued.job)
+        latest = await self._delivery.finish(queued.submitted)
         if isinstance(latest, Message):
             return latest
         return await self.retrieve(caller, queued.message_id)
@@ -104,28 +103,31 @@ class MessageService:
             expires_at=now + self._ttl,
         )
         store.insert_message(conn, scope, new, now)
-        queued = self._delivery.queue_first(conn, route, now=now, message_id=message_id)
+        submitted = self._send(conn, caller, request, new, route, now)
+        # Last: shared counter rows, locked until commit on PostgreSQL (see verifications).
+        self._abuse.record_send(conn, scope, destination, now=now)
+        return _Queued(message_id, submitted)
+
+    def _send(
+        self,
+        conn: Connection,
+        caller: Caller,
+        request: SendRequest,
+        new: NewMessage,
+        route: tuple[str, ...],
+        now: datetime,
+    ) -> Submitted:
         body = render_sms(
             locale=request.locale,
             brand=caller.brand,
             code=request.code,
             webotp_domain=caller.webotp_domain,
         )
-        job = self._delivery.job(
-            queued,
-            owner_id=message_id,
-            to=destination.e164,
-            sender=self._sender,
-            body=body,
-            expires_at=new.expires_at,
-            message=True,
-        )
-        left, latest = self._delivery.submit_in_transaction(conn, job, now=now)
-        if left is None and not isinstance(latest, Message):
-            latest = store.load(conn, scope, message_id)
-        # Last: shared counter rows, locked until commit on PostgreSQL (see verifications).
-        self._abuse.record_send(conn, scope, destination, now=now)
-        return _Queued(message_id, left, latest if isinstance(latest, Message) else None)
+        draft = Draft(to=new.to, sender=new.sender, body=body, expires_at=new.expires_at)
+        submitted = self._delivery.send(conn, OwnerRef("message", new.id), draft, route, now=now)
+        if submitted.job is None and not isinstance(submitted.latest, Message):
+            return Submitted(latest=store.load(conn, caller.scope, new.id))
+        return submitted
 
     async def retrieve(self, caller: Caller, message_id: str) -> Message:
         found = await self._db.read(lambda c: store.load(c, caller.scope, message_id))

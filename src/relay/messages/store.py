@@ -8,11 +8,11 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, insert, null, select, update
 
+from relay.accounts.models import Scope
 from relay.db.prepared import Prepared
-from relay.db.tables import UtcDateTime, attempts, messages
-from relay.delivery.store import JOINED_ATTEMPT_COLUMNS, joined_attempts
+from relay.db.tables import UtcDateTime, accounts, attempts, messages
+from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS, joined_attempts
 from relay.messages.models import Message, MessageStatus
-from relay.verifications.store import Scope
 
 M = messages.c
 _NOW = bindparam("now", type_=UtcDateTime())
@@ -122,3 +122,38 @@ def mark_sent(conn: Connection, message_id: str, *, now: datetime) -> None:
 
 def finish(conn: Connection, message_id: str, status: MessageStatus, *, now: datetime) -> None:
     conn.execute(_FINISH, {"message_id": message_id, "to_status": status.value, "now": now})
+
+
+@dataclass(frozen=True)
+class Sendable:
+    """What rebuilding a message's SMS needs; `sealed_code` (the client's code) is None once
+    the message is finished."""
+
+    to: str
+    sender: str
+    locale: str
+    sealed_code: bytes | None
+    expires_at: datetime
+    brand: str
+    webotp_domain: str | None
+
+
+_SENDABLE = Prepared(
+    select(
+        M.to_number,
+        M.sender,
+        M.locale,
+        M.sealed_code,
+        M.expires_at,
+        accounts.c.brand,
+        accounts.c.webotp_domain,
+    )
+    .join(accounts, accounts.c.id == M.account_id)
+    .where(M.id == bindparam("message_id"))
+)
+
+
+def sendable(conn: Connection, message_id: str) -> Sendable | None:
+    """Without an account scope: for the delivery layer only."""
+    row = _SENDABLE.execute(conn, {"message_id": message_id}).first()
+    return None if row is None else Sendable(*row)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -87,6 +88,15 @@ class Verification:
         }
 
 
+def just_sent(verification: Verification, attempt_id: str, now: datetime) -> dict[str, Any]:
+    """As events show it when `attempt_id` was sent, before that attempt's receipt."""
+    attempts = tuple(
+        dataclasses.replace(a, status=AttemptStatus.SENT) if a.id == attempt_id else a
+        for a in verification.attempts
+    )
+    return dataclasses.replace(verification, attempts=attempts).to_api(now)
+
+
 def _iso_or_none(moment: datetime | None) -> str | None:
     return None if moment is None else isoformat(moment)
 
@@ -114,6 +124,41 @@ def require_resend_allowed(
     if now < ready_at:
         wait = (ready_at - now).total_seconds()
         raise ResendTooSoon(retry_after=int(wait) + (0 if wait.is_integer() else 1))
+
+
+@dataclass(frozen=True)
+class CountedCheck:
+    """The verification after a counted check."""
+
+    status: Status
+    checks: int
+
+    @property
+    def closes(self) -> bool:
+        """A closed verification never sends again: its sealed code is dropped."""
+        return self.status is not Status.PENDING
+
+
+def count_check(
+    *, status: Status, checks: int, expires_at: datetime, now: datetime, correct: bool
+) -> CountedCheck | None:
+    """The check rule. None: the check is not counted and nothing changes.
+
+    Only a pending verification within its TTL and under CHECK_LIMIT checks
+    counts a check; every check counts, right or wrong, so a guesser gets at
+    most CHECK_LIMIT tries. A right code approves it; the wrong code that
+    reaches the limit closes it. Every other status is terminal and stays so.
+    `verifications.store.count_check` makes this rule one atomic UPDATE, so
+    concurrent checks cannot count more than CHECK_LIMIT between them.
+    """
+    if status is not Status.PENDING or now >= expires_at or checks >= CHECK_LIMIT:
+        return None
+    counted = checks + 1
+    if correct:
+        return CountedCheck(Status.APPROVED, counted)
+    if counted >= CHECK_LIMIT:
+        return CountedCheck(Status.MAX_ATTEMPTS_REACHED, counted)
+    return CountedCheck(Status.PENDING, counted)
 
 
 def check_is_correct(*, submitted: str, livemode: bool, matches: bool) -> bool:

@@ -11,31 +11,33 @@ from sqlalchemy.exc import IntegrityError
 
 from relay.abuse.models import Rules
 from relay.abuse.service import AbuseGuard
-from relay.accounts.models import Caller
+from relay.accounts.models import Caller, Scope
 from relay.clock import Clock
 from relay.crypto import Keyring, generate_code
 from relay.db.engine import Database
-from relay.delivery.service import Delivery, Job
+from relay.delivery.jobs import Submitted
+from relay.delivery.owners import Draft, OwnerRef
+from relay.delivery.service import Delivery
 from relay.errors import (
     RateLimitError,
     RelayError,
     ResendTooSoon,
     ResourceMissing,
 )
-from relay.events import store as event_store
-from relay.events.models import EventType, NewEvent
+from relay.events.models import EventType
 from relay.ids import new_id
 from relay.phone import Destination
 from relay.sms.text import render_sms
-from relay.verifications import store
+from relay.verifications import events, store
 from relay.verifications.models import (
     Status,
     Verification,
     check_is_correct,
     closed_error,
+    count_check,
     require_resend_allowed,
 )
-from relay.verifications.store import ListQuery, NewVerification, Scope
+from relay.verifications.store import CheckMaterial, ListQuery, NewVerification
 
 
 @dataclass(frozen=True)
@@ -68,10 +70,9 @@ class _Opened:
 @dataclass(frozen=True)
 class _Sent:
     verification_id: str
-    # What this process still submits over the network, after the creating transaction.
-    job: Job | None
-    # As the creating transaction left it; None only while `job` is still to send.
-    verification: Verification | None
+    # What this process still submits over the network, after the creating transaction,
+    # or the verification as that transaction left it.
+    submitted: Submitted
 
 
 def sender_name(brand: str) -> str:
@@ -112,10 +113,8 @@ class VerificationService:
             )
         if isinstance(sent, RateLimitError):
             raise sent
-        if sent.job is None and sent.verification is not None:
-            return sent.verification
         # This process sends: answer once the carrier has taken (or refused) the SMS.
-        latest = await self._delivery.dispatch(sent.job)
+        latest = await self._delivery.finish(sent.submitted)
         if isinstance(latest, Verification):
             return latest
         return await self.retrieve(caller, sent.verification_id)
@@ -130,14 +129,7 @@ class VerificationService:
         now: datetime,
     ) -> _Sent | RateLimitError:
         scope = caller.scope
-        existing = None
-        pending = store.pending_for(conn, scope, destination.e164)
-        if pending is not None and pending[1] <= now:
-            # Its TTL ran out before the sweep saw it: close it, and this create opens anew.
-            if store.expire_one(conn, scope, pending[0], now=now):
-                self._emit_for(conn, scope, pending[0], EventType.VERIFICATION_EXPIRED, now)
-        elif pending is not None:
-            existing = pending[0]
+        existing = self._pending(conn, scope, destination, now)
         refusal = self._abuse.before_send(conn, scope, destination, opens=existing is None, now=now)
         if refusal is not None:
             # Returned, not raised: a pumping block written here must commit.
@@ -146,29 +138,50 @@ class VerificationService:
             opened = self._open(conn, caller, request, destination, now)
         else:
             opened = self._resend(conn, scope, existing, now)
-        verification_id, code = opened.id, opened.code
-        queued = self._delivery.queue_first(conn, route, now=now, verification_id=verification_id)
-        body = render_sms(
-            locale=opened.locale,
-            brand=caller.brand,
-            code=code,
-            webotp_domain=caller.webotp_domain,
-        )
-        job = self._delivery.job(
-            queued,
-            owner_id=verification_id,
-            to=destination.e164,
-            sender=opened.sender,
-            body=body,
-            expires_at=opened.expires_at,
-        )
-        left, latest = self._delivery.submit_in_transaction(conn, job, now=now)
-        if left is None and not isinstance(latest, Verification):
-            latest = self._load(conn, scope, verification_id)
+        submitted = self._send(conn, caller, opened, destination, route, now)
         # Last: the account's and the country's counters are rows that every send
         # updates, and on PostgreSQL a row lock is held until commit.
         self._abuse.record_send(conn, scope, destination, now=now)
-        return _Sent(verification_id, left, latest if isinstance(latest, Verification) else None)
+        return _Sent(opened.id, submitted)
+
+    def _pending(
+        self, conn: Connection, scope: Scope, destination: Destination, now: datetime
+    ) -> str | None:
+        """The number's pending verification, which a create resends, if any."""
+        pending = store.pending_for(conn, scope, destination.e164)
+        if pending is None:
+            return None
+        verification_id, expires_at = pending
+        if expires_at > now:
+            return verification_id
+        # Its TTL ran out before the sweep saw it: close it, and this create opens anew.
+        if store.expire_one(conn, scope, verification_id, now=now):
+            self._emit_for(conn, scope, verification_id, EventType.VERIFICATION_EXPIRED, now)
+        return None
+
+    def _send(
+        self,
+        conn: Connection,
+        caller: Caller,
+        opened: _Opened,
+        destination: Destination,
+        route: tuple[str, ...],
+        now: datetime,
+    ) -> Submitted:
+        body = render_sms(
+            locale=opened.locale,
+            brand=caller.brand,
+            code=opened.code,
+            webotp_domain=caller.webotp_domain,
+        )
+        draft = Draft(
+            to=destination.e164, sender=opened.sender, body=body, expires_at=opened.expires_at
+        )
+        owner = OwnerRef("verification", opened.id)
+        submitted = self._delivery.send(conn, owner, draft, route, now=now)
+        if submitted.job is None and not isinstance(submitted.latest, Verification):
+            return Submitted(latest=self._load(conn, caller.scope, opened.id))
+        return submitted
 
     def _open(
         self,
@@ -254,27 +267,60 @@ class VerificationService:
         if target is None or found is None:
             param = "id" if verification_id else "to"
             raise ResourceMissing("No pending verification matches.", param=param)
-        code_mac, destination = found
-        matches = self._keyring.code_matches(target, code, code_mac)
+        destination = found.destination
+        matches = self._keyring.code_matches(target, code, found.code_mac)
         correct = check_is_correct(submitted=code, livemode=caller.livemode, matches=matches)
         refusal = self._abuse.before_check(conn, scope, destination.e164, now=now)
         if refusal:
             return self._load(conn, scope, target), refusal
-        status = store.count_check(conn, scope, target, correct=correct, now=now)
-        if status is None:
-            # Not open: report why, after closing it if its TTL ran out unnoticed.
-            if store.expire_one(conn, scope, target, now=now):
-                self._emit_for(conn, scope, target, EventType.VERIFICATION_EXPIRED, now)
-            verification = self._load(conn, scope, target)
-            return verification, closed_error(verification.status_at(now))
-        verification = self._load(conn, scope, target)
-        if status is Status.APPROVED:
-            self._emit(conn, verification, EventType.VERIFICATION_APPROVED, now)
-        elif status is Status.MAX_ATTEMPTS_REACHED:
-            self._emit(conn, verification, EventType.VERIFICATION_MAX_ATTEMPTS_REACHED, now)
+        verification, error = self._count(conn, scope, target, found, correct, now)
+        if error is not None:
+            return verification, error
         # Last, for the same reason as in create: shared counter rows, locked until commit.
         self._abuse.record_check(conn, scope, destination, correct=correct, now=now)
         return verification, None
+
+    def _count(
+        self,
+        conn: Connection,
+        scope: Scope,
+        target: str,
+        found: CheckMaterial,
+        correct: bool,
+        now: datetime,
+    ) -> tuple[Verification, RelayError | None]:
+        """Count the check by the check rule; the verification after it, or why it is closed."""
+        rule = count_check(
+            status=found.status,
+            checks=found.checks,
+            expires_at=found.expires_at,
+            now=now,
+            correct=correct,
+        )
+        # The read may be stale under concurrent checks, but only ever towards "not
+        # counted" (checks grow, closed stays closed, time passes): a refusal holds.
+        # A count is made by the UPDATE, which applies the same rule to the row as
+        # it is, atomically, and whose answer wins.
+        if rule is None:
+            return self._closed(conn, scope, target, now)
+        status = store.count_check(conn, scope, target, correct=correct, now=now)
+        if status is None:
+            return self._closed(conn, scope, target, now)
+        verification = self._load(conn, scope, target)
+        if status is Status.APPROVED:
+            events.record(conn, verification, EventType.VERIFICATION_APPROVED, now)
+        elif status is Status.MAX_ATTEMPTS_REACHED:
+            events.record(conn, verification, EventType.VERIFICATION_MAX_ATTEMPTS_REACHED, now)
+        return verification, None
+
+    def _closed(
+        self, conn: Connection, scope: Scope, target: str, now: datetime
+    ) -> tuple[Verification, RelayError]:
+        """Not open: report why, after closing it if its TTL ran out unnoticed."""
+        if store.expire_one(conn, scope, target, now=now):
+            self._emit_for(conn, scope, target, EventType.VERIFICATION_EXPIRED, now)
+        verification = self._load(conn, scope, target)
+        return verification, closed_error(verification.status_at(now))
 
     async def cancel(self, caller: Caller, verification_id: str) -> Verification:
         now = self._clock.now()
@@ -311,7 +357,7 @@ class VerificationService:
             for verification_id in closed:
                 row = store.load_any(conn, verification_id)
                 if row is not None:
-                    self._emit(conn, row, EventType.VERIFICATION_EXPIRED, now)
+                    events.record(conn, row, EventType.VERIFICATION_EXPIRED, now)
             return len(closed)
 
         # Looked at read-only first: an idle sweep must not take SQLite's write lock.
@@ -328,22 +374,4 @@ class VerificationService:
     def _emit_for(
         self, conn: Connection, scope: Scope, verification_id: str, kind: EventType, now: datetime
     ) -> None:
-        self._emit(conn, self._load(conn, scope, verification_id), kind, now)
-
-    def _emit(
-        self, conn: Connection, verification: Verification, kind: EventType, now: datetime
-    ) -> None:
-        event = NewEvent(
-            id=new_id("evt"),
-            type=kind,
-            created_at=now,
-            livemode=verification.livemode,
-            data_object=verification.to_api(now),
-        )
-        event_store.record(
-            conn,
-            event,
-            account_id=verification.account_id,
-            related_id=verification.id,
-            webhook_url=verification.webhook_url,
-        )
+        events.record(conn, self._load(conn, scope, verification_id), kind, now)

@@ -26,27 +26,15 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql import ColumnElement
 
+# `Scope as Scope`: still imported from here by web/idempotency.py, until the HTTP rewrite.
+from relay.accounts.models import Scope as Scope
 from relay.db.prepared import Prepared
-from relay.db.tables import UtcDateTime, attempts, in_state, verifications
-from relay.delivery.store import JOINED_ATTEMPT_COLUMNS, attempts_of, joined_attempts
+from relay.db.tables import UtcDateTime, accounts, attempts, in_state, verifications
+from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS, attempts_of, joined_attempts
 from relay.phone import Destination
 from relay.verifications.models import CHECK_LIMIT, Attempt, Status, Verification
 
 V = verifications.c
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Whose data a request may touch: one account, one mode."""
-
-    account_id: str
-    livemode: bool
-
-    def clause(self) -> ColumnElement[bool]:
-        return and_(V.account_id == self.account_id, V.livemode == self.livemode)
-
-    def params(self) -> dict[str, Any]:
-        return {"scope_account": self.account_id, "scope_livemode": self.livemode}
 
 
 # Hot statements are built once with bind parameters: building SQLAlchemy
@@ -121,7 +109,9 @@ _LOAD = Prepared(_WITH_ATTEMPTS.where(*_THIS))
 # Without a scope: the delivery layer's load, once per event it records.
 _LOAD_ANY = Prepared(_WITH_ATTEMPTS.where(V.id == bindparam("verification_id")))
 _LOAD_SECRETS = select(V.code_mac, V.sealed_code).where(*_THIS)
-_CHECK_MATERIAL = Prepared(select(V.code_mac, V.to_number, V.country).where(*_THIS))
+_CHECK_MATERIAL = Prepared(
+    select(V.code_mac, V.to_number, V.country, V.status, V.checks, V.expires_at).where(*_THIS)
+)
 _PENDING_ID = select(V.id).where(
     *_IN_SCOPE, V.to_number == bindparam("to"), V.status == Status.PENDING.value
 )
@@ -138,6 +128,9 @@ _COUNT_RESEND = Prepared(
     .where(*_OPEN, V.sends == bindparam("seen_sends"))
     .values(sends=V.sends + 1, last_sent_at=_NOW, updated_at=_NOW)
 )
+# `models.count_check`, the check rule, as one statement: the WHERE clause is
+# when a check counts, the CASEs what it does. tests/db/test_check_rule.py walks
+# the rule's inputs and shows the two agree.
 _CORRECT = bindparam("correct", type_=Boolean())
 _NEXT_CHECKS = V.checks + 1
 _COUNT_CHECK = Prepared(
@@ -189,14 +182,23 @@ def load_secrets(
     return None if row is None else (row.code_mac, row.sealed_code)
 
 
-def check_material(
-    conn: Connection, scope: Scope, verification_id: str
-) -> tuple[bytes, Destination] | None:
-    """What a check needs, in one read: the code's MAC and where the code went."""
+@dataclass(frozen=True)
+class CheckMaterial:
+    """What a check needs, in one read: the code's MAC, where it went, the rule's inputs."""
+
+    code_mac: bytes
+    destination: Destination
+    status: Status
+    checks: int
+    expires_at: datetime
+
+
+def check_material(conn: Connection, scope: Scope, verification_id: str) -> CheckMaterial | None:
     row = _CHECK_MATERIAL.execute(conn, _this(scope, verification_id)).first()
     if row is None:
         return None
-    return row.code_mac, Destination(e164=row.to_number, country=row.country)
+    destination = Destination(e164=row.to_number, country=row.country)
+    return CheckMaterial(row.code_mac, destination, Status(row.status), row.checks, row.expires_at)
 
 
 def pending_id_for(conn: Connection, scope: Scope, to: str) -> str | None:
@@ -298,7 +300,10 @@ def list_page(
     conn: Connection, scope: Scope, query: ListQuery, *, now: datetime
 ) -> tuple[list[Verification], bool]:
     """Keyset pagination on the time-sortable id: page cost is independent of depth."""
-    conditions: list[ColumnElement[bool]] = [scope.clause()]
+    conditions: list[ColumnElement[bool]] = [
+        V.account_id == scope.account_id,
+        V.livemode == scope.livemode,
+    ]
     conditions += _filters(query, now)
     backwards = query.ending_before is not None
     if query.starting_after is not None:
@@ -341,3 +346,37 @@ def _filters(query: ListQuery, now: datetime) -> list[ColumnElement[bool]]:
 def load_any(conn: Connection, verification_id: str) -> Verification | None:
     """Load without an account scope: for background work only, never for requests."""
     return _joined(_LOAD_ANY.execute(conn, {"verification_id": verification_id}).all())
+
+
+@dataclass(frozen=True)
+class Sendable:
+    """What rebuilding a pending verification's SMS needs. `sealed_code` holds the code."""
+
+    to: str
+    sender: str
+    locale: str
+    sealed_code: bytes | None
+    expires_at: datetime
+    brand: str
+    webotp_domain: str | None
+
+
+_SENDABLE = Prepared(
+    select(
+        V.to_number,
+        V.sender,
+        V.locale,
+        V.sealed_code,
+        V.expires_at,
+        accounts.c.brand,
+        accounts.c.webotp_domain,
+    )
+    .join(accounts, accounts.c.id == V.account_id)
+    .where(V.id == bindparam("verification_id"), V.status == Status.PENDING.value)
+)
+
+
+def sendable(conn: Connection, verification_id: str) -> Sendable | None:
+    """Without an account scope, for the delivery layer: None unless it is pending."""
+    row = _SENDABLE.execute(conn, {"verification_id": verification_id}).first()
+    return None if row is None else Sendable(*row)

@@ -1,0 +1,82 @@
+"""What delivery knows of what it delivers: an attempt's owner, through this interface only.
+
+A verification or a message owns its attempts. Delivery decides when and
+through which carrier an SMS goes, and records what carriers answer; the
+owner builds the SMS, says whether it may still be sent, and, told of each
+answer, updates its own state and records its own events, in the same
+transaction. Implementations live with the owners (verifications, messages)
+and are handed to `Delivery` by the composition root (`relay.services`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal, Protocol
+
+from sqlalchemy import Connection
+
+# The attempts table keeps its owner in one of two columns, one per kind.
+Kind = Literal["verification", "message"]
+
+
+@dataclass(frozen=True)
+class OwnerRef:
+    kind: Kind
+    id: str
+
+
+@dataclass(frozen=True)
+class Draft:
+    """An owner's SMS before it is given to an attempt. `body` holds the code: never log it."""
+
+    to: str
+    sender: str
+    body: str
+    # No attempt is submitted from this moment on: sending later would only cost money.
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class OwnerState:
+    """An owner as it stood after the change it was told of."""
+
+    account_id: str
+    livemode: bool
+    country: str
+    expires_at: datetime
+    # May another attempt still be sent (a pending verification, an unfinished message)?
+    is_open: bool
+    # The owner as loaded (a Verification, a Message): handed back to whoever sent,
+    # so a request can answer without reading it again. Delivery never looks inside.
+    snapshot: object
+
+
+class Owner(Protocol):
+    """One kind of attempt owner. Every method runs inside the caller's transaction."""
+
+    def draft(self, conn: Connection, owner_id: str) -> Draft | None:
+        """The SMS to (re)submit for an attempt; None once the owner is closed."""
+        ...
+
+    def state(self, conn: Connection, owner_id: str, *, now: datetime) -> OwnerState | None: ...
+
+    def attempt_sent(self, conn: Connection, owner_id: str, *, now: datetime) -> OwnerState | None:
+        """A carrier took one of its attempts; no final receipt yet."""
+        ...
+
+    def attempt_delivered(
+        self, conn: Connection, owner_id: str, attempt_id: str, *, now: datetime, also_sent: bool
+    ) -> OwnerState | None:
+        """`attempt_id` was delivered. `also_sent`: its sending was not told before."""
+        ...
+
+    def attempt_failed(
+        self, conn: Connection, owner_id: str, *, now: datetime, last: bool
+    ) -> OwnerState | None:
+        """An attempt failed. `last`: no carrier is left to fail over to."""
+        ...
+
+    def attempt_canceled(self, conn: Connection, owner_id: str, *, now: datetime) -> None:
+        """A queued attempt was dropped unsent: its owner closed or expired meanwhile."""
+        ...

@@ -1,0 +1,240 @@
+"""Recording carriers' answers: one transaction each, with its owner's change and usage.
+
+Every answer moves the attempt by one conditional UPDATE, tells the owner
+(which updates itself and records its events), counts a live attempt's
+outcome, and, when it is a failure, opens the next attempt on the next
+carrier of the route (failover). All of it commits together or not at all.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+
+from sqlalchemy import Connection
+
+from relay.carriers import routing
+from relay.carriers.base import DeliveryReport, SubmitReceipt
+from relay.carriers.registry import CarrierSet
+from relay.delivery import early_reports, store, usage
+from relay.delivery.attempts import AttemptStatus
+from relay.delivery.jobs import Job, Step
+from relay.delivery.owners import Kind, Owner, OwnerRef, OwnerState
+from relay.delivery.store import AttemptRow
+
+log = logging.getLogger("relay.delivery")
+
+
+class Recorder:
+    def __init__(
+        self,
+        owners: Mapping[Kind, Owner],
+        carriers: CarrierSet,
+        *,
+        receipt_timeout: float,
+        lease: timedelta,
+        docs: str,
+    ) -> None:
+        self._owners = owners
+        self._carriers = carriers
+        self._receipt_timeout = receipt_timeout
+        self._lease = lease
+        self.docs = docs
+        # The lease owner of attempts this process opens, when it submits them itself.
+        self.leased_to: str | None = None
+
+    def _owner(self, attempt: AttemptRow) -> tuple[Owner, str]:
+        ref = attempt.owner
+        return self._owners[ref.kind], ref.id
+
+    # --- opening attempts -----------------------------------------------------
+
+    def queue(
+        self,
+        conn: Connection,
+        owner: OwnerRef,
+        route: tuple[str, ...],
+        position: int,
+        now: datetime,
+    ) -> AttemptRow:
+        """Write a queued attempt; this process leases it if it will submit it, else none does."""
+        attempt = store.queued(owner, route, position)
+        until = now if self.leased_to is None else now + self._lease
+        store.insert_queued(conn, attempt, now=now, lease_owner=self.leased_to, lease_until=until)
+        return attempt
+
+    def job(self, conn: Connection, attempt: AttemptRow) -> Job | None:
+        """The attempt's SMS, rebuilt by its owner; None once the owner is closed."""
+        owner, owner_id = self._owner(attempt)
+        draft = owner.draft(conn, owner_id)
+        return None if draft is None else Job.of(attempt, draft)
+
+    def job_or_cancel(self, conn: Connection, attempt_id: str, now: datetime) -> Job | None:
+        attempt = store.load(conn, attempt_id)
+        if attempt is None:
+            return None
+        job = self.job(conn, attempt)
+        if job is not None and now < job.expires_at:
+            return job
+        # Closed or expired while queued: sending now would only cost money.
+        error = routing.attempt_error(routing.SEND_CANCELED, docs=self.docs)
+        store.finish(
+            conn,
+            attempt.id,
+            from_status=AttemptStatus.QUEUED,
+            to_status=AttemptStatus.FAILED,
+            error=error,
+            now=now,
+        )
+        owner, owner_id = self._owner(attempt)
+        owner.attempt_canceled(conn, owner_id, now=now)
+        return None
+
+    # --- answers --------------------------------------------------------------
+
+    def sent(
+        self, conn: Connection, attempt: AttemptRow, receipt: SubmitReceipt, now: datetime
+    ) -> Step:
+        """A carrier took the attempt; its answer may already be final (the sandbox)."""
+        message_id = receipt.carrier_message_id
+        if receipt.final is not None and receipt.final.status == "delivered":
+            # Sent and delivered in one UPDATE from queued, one owner load for both events.
+            if not store.record_delivered(conn, attempt.id, carrier_message_id=message_id, now=now):
+                log.warning("delivery.lease_lost attempt=%s", attempt.id)
+                return Step()
+            return self._delivered(conn, attempt, now, also_sent=True)
+        due = now + timedelta(
+            seconds=self._carriers.receipt_timeout(attempt.carrier, self._receipt_timeout)
+        )
+        if not store.record_sent(
+            conn, attempt.id, carrier_message_id=message_id, report_due_at=due, now=now
+        ):
+            log.warning("delivery.lease_lost attempt=%s", attempt.id)
+            return Step()
+        report = receipt.final or early_reports.take(conn, attempt.carrier, message_id)
+        if report is not None and report.status == "delivered":
+            # A receipt that came before its submit's record: one owner load for both events.
+            return self._finish_delivered(conn, attempt, now, also_sent=True)
+        owner, owner_id = self._owner(attempt)
+        state = owner.attempt_sent(conn, owner_id, now=now)
+        if report is None:
+            return Step(latest=_snapshot(state))
+        expires_at = now if state is None else state.expires_at
+        return self._undeliverable(conn, attempt, report, now, expires_at)
+
+    def report(self, conn: Connection, report: DeliveryReport, now: datetime) -> Step:
+        """A carrier's final receipt, for whichever attempt carries its message id."""
+        attempt = store.by_carrier_message(conn, report.carrier, report.carrier_message_id)
+        if attempt is None:
+            # The receipt overtook the recording of its submit: keep it for that.
+            early_reports.park(conn, report, now=now)
+            return Step()
+        if attempt.status is not AttemptStatus.SENT:
+            log.info(
+                "delivery.report_ignored carrier=%s attempt=%s status=%s",
+                report.carrier,
+                attempt.id,
+                attempt.status.value,
+            )
+            return Step()
+        if report.status == "delivered":
+            return self._finish_delivered(conn, attempt, now, also_sent=False)
+        return self._undeliverable(conn, attempt, report, now, self.expires_at(conn, attempt, now))
+
+    def failed(
+        self,
+        conn: Connection,
+        attempt: AttemptRow,
+        from_status: AttemptStatus,
+        failure: routing.Fail,
+        now: datetime,
+    ) -> Step:
+        """Record a failed attempt, then open the next one if failover may go on."""
+        if not store.finish(
+            conn,
+            attempt.id,
+            from_status=from_status,
+            to_status=AttemptStatus.FAILED,
+            error=failure.error,
+            now=now,
+        ):
+            return Step()
+        owner, owner_id = self._owner(attempt)
+        position = failure.next_position
+        state = owner.attempt_failed(conn, owner_id, now=now, last=position is None)
+        if state is None:
+            return Step()
+        self._count(conn, state, attempt, str(failure.error["code"]), now)
+        if position is None or not state.is_open:
+            return Step(latest=state.snapshot)
+        following = self.queue(conn, attempt.owner, attempt.route, position, now)
+        return Step(following, state.snapshot)
+
+    def expires_at(self, conn: Connection, attempt: AttemptRow, now: datetime) -> datetime:
+        """Until when failover may go on: the owner's expiry (now, if it is gone)."""
+        owner, owner_id = self._owner(attempt)
+        state = owner.state(conn, owner_id, now=now)
+        return now if state is None else state.expires_at
+
+    def _undeliverable(
+        self,
+        conn: Connection,
+        attempt: AttemptRow,
+        report: DeliveryReport,
+        now: datetime,
+        expires_at: datetime,
+    ) -> Step:
+        failure = routing.after_failure(
+            routing.SMS_UNDELIVERABLE,
+            attempt.route,
+            attempt.position,
+            now=now,
+            expires_at=expires_at,
+            carrier_code=report.error_code,
+            docs=self.docs,
+        )
+        return self.failed(conn, attempt, AttemptStatus.SENT, failure, now)
+
+    def _finish_delivered(
+        self, conn: Connection, attempt: AttemptRow, now: datetime, *, also_sent: bool
+    ) -> Step:
+        if not store.finish(
+            conn,
+            attempt.id,
+            from_status=AttemptStatus.SENT,
+            to_status=AttemptStatus.DELIVERED,
+            error=None,
+            now=now,
+        ):
+            return Step()
+        return self._delivered(conn, attempt, now, also_sent=also_sent)
+
+    def _delivered(
+        self, conn: Connection, attempt: AttemptRow, now: datetime, *, also_sent: bool
+    ) -> Step:
+        """After the attempt's row says delivered: its owner and usage."""
+        owner, owner_id = self._owner(attempt)
+        state = owner.attempt_delivered(conn, owner_id, attempt.id, now=now, also_sent=also_sent)
+        if state is None:
+            return Step()
+        self._count(conn, state, attempt, "delivered", now)
+        return Step(latest=state.snapshot)
+
+    def _count(
+        self, conn: Connection, state: OwnerState, attempt: AttemptRow, outcome: str, now: datetime
+    ) -> None:
+        if not state.livemode:
+            return  # test keys never cost anything
+        usage.count(
+            conn,
+            account_id=state.account_id,
+            day=now.date().isoformat(),
+            country=state.country,
+            carrier=attempt.carrier,
+            outcome=outcome,
+        )
+
+
+def _snapshot(state: OwnerState | None) -> object | None:
+    return None if state is None else state.snapshot

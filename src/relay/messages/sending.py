@@ -1,0 +1,111 @@
+"""A message as the owner of its attempts (`relay.delivery.owners.Owner`).
+
+Delivery tells it what carriers answered; it moves its own status and records
+its own events.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection
+
+from relay.crypto import Keyring
+from relay.delivery.owners import Draft, OwnerState
+from relay.events import store as event_store
+from relay.events.models import EventType, NewEvent
+from relay.ids import new_id
+from relay.messages import store
+from relay.messages.models import Message, MessageStatus, just_sent
+from relay.sms.text import render_sms
+
+
+def owner_state(message: Message) -> OwnerState:
+    return OwnerState(
+        account_id=message.account_id,
+        livemode=message.livemode,
+        country=message.country,
+        expires_at=message.expires_at,
+        is_open=message.is_open,
+        snapshot=message,
+    )
+
+
+class MessageOwner:
+    def __init__(self, keyring: Keyring) -> None:
+        self._keyring = keyring
+
+    def draft(self, conn: Connection, owner_id: str) -> Draft | None:
+        found = store.sendable(conn, owner_id)
+        if found is None or found.sealed_code is None:
+            return None
+        code = self._keyring.unseal(owner_id, found.sealed_code)
+        body = render_sms(
+            locale=found.locale, brand=found.brand, code=code, webotp_domain=found.webotp_domain
+        )
+        return Draft(to=found.to, sender=found.sender, body=body, expires_at=found.expires_at)
+
+    def state(self, conn: Connection, owner_id: str, *, now: datetime) -> OwnerState | None:
+        message = store.load_any(conn, owner_id)
+        return None if message is None else owner_state(message)
+
+    def attempt_sent(self, conn: Connection, owner_id: str, *, now: datetime) -> OwnerState | None:
+        store.mark_sent(conn, owner_id, now=now)
+        message = store.load_any(conn, owner_id)
+        if message is None:
+            return None
+        _record(conn, message, EventType.MESSAGE_SENT, now)
+        return owner_state(message)
+
+    def attempt_delivered(
+        self, conn: Connection, owner_id: str, attempt_id: str, *, now: datetime, also_sent: bool
+    ) -> OwnerState | None:
+        # From queued or sent: the message's own state follows in one step.
+        store.finish(conn, owner_id, MessageStatus.DELIVERED, now=now)
+        message = store.load_any(conn, owner_id)
+        if message is None:
+            return None
+        if also_sent:
+            _record(conn, message, EventType.MESSAGE_SENT, now, just_sent(message, attempt_id))
+        _record(conn, message, EventType.MESSAGE_DELIVERED, now)
+        return owner_state(message)
+
+    def attempt_failed(
+        self, conn: Connection, owner_id: str, *, now: datetime, last: bool
+    ) -> OwnerState | None:
+        message = store.load_any(conn, owner_id)
+        if message is None:
+            return None
+        if last and message.is_open:
+            # No carrier left: the message has failed, and says so in the same event.
+            store.finish(conn, owner_id, MessageStatus.FAILED, now=now)
+            message = store.load_any(conn, owner_id) or message
+        _record(conn, message, EventType.MESSAGE_FAILED, now)
+        return owner_state(message)
+
+    def attempt_canceled(self, conn: Connection, owner_id: str, *, now: datetime) -> None:
+        store.finish(conn, owner_id, MessageStatus.FAILED, now=now)
+
+
+def _record(
+    conn: Connection,
+    message: Message,
+    kind: EventType,
+    now: datetime,
+    payload: dict[str, Any] | None = None,
+) -> None:
+    event = NewEvent(
+        id=new_id("evt"),
+        type=kind,
+        created_at=now,
+        livemode=message.livemode,
+        data_object=message.to_api() if payload is None else payload,
+    )
+    event_store.record(
+        conn,
+        event,
+        account_id=message.account_id,
+        related_id=message.id,
+        webhook_url=message.webhook_url,
+    )

@@ -1,0 +1,38 @@
+"""The events a verification records about itself, in the transaction that changes it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection
+
+from relay.events import store as event_store
+from relay.events.models import EventType, NewEvent
+from relay.ids import new_id
+from relay.verifications.models import Verification
+
+
+def record(
+    conn: Connection,
+    verification: Verification,
+    kind: EventType,
+    now: datetime,
+    *,
+    payload: dict[str, Any] | None = None,
+) -> None:
+    """`payload`: the verification as the event shows it, when not as it stands now."""
+    event = NewEvent(
+        id=new_id("evt"),
+        type=kind,
+        created_at=now,
+        livemode=verification.livemode,
+        data_object=verification.to_api(now) if payload is None else payload,
+    )
+    event_store.record(
+        conn,
+        event,
+        account_id=verification.account_id,
+        related_id=verification.id,
+        webhook_url=verification.webhook_url,
+    )
