@@ -148,3 +148,29 @@ def test_a_process_killed_mid_batch_loses_no_answered_write(probe_url: str) -> N
             await db.close()
 
     assert {line.strip() for line in answered} <= asyncio.run(kept())
+
+
+async def test_listeners_hear_only_committed_notices(db: Db) -> None:
+    heard: list[str] = []
+    db.listen("events", lambda: heard.append("events"))
+
+    def notifying(row_id: str, *, then_fail: bool = False):  # type: ignore[no-untyped-def]
+        async def unit(tx: Tx) -> None:
+            tx.notify("events")
+            await insert(row_id, then_fail=then_fail)(tx)
+
+        return unit
+
+    with pytest.raises(ValueError, match="lost"):
+        await db.write(notifying("lost", then_fail=True))
+    assert heard == []
+    await asyncio.gather(db.write(notifying("kept")), db.write(insert("plain")))
+    assert heard == ["events"]
+
+
+async def test_a_tracer_sees_every_statement(db: Db) -> None:
+    seen: list[Sql] = []
+    db.trace(seen.append)
+    await db.write(insert("traced"))
+    await stored(db)
+    assert seen == [INSERT, ALL_IDS]

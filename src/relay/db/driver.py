@@ -7,11 +7,12 @@ transaction, `snapshot` runs one whose statements all see the same commit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from relay.db.group_commit import MAX_BATCH, T, Unit
 from relay.db.postgres import PostgresDb
-from relay.db.sql import Dialect
+from relay.db.sql import Dialect, Trace
 from relay.db.sqlite import SqliteDb
 
 
@@ -25,6 +26,19 @@ class Db(Protocol):
     async def snapshot(self, unit: Unit[T]) -> T: ...
 
     async def close(self) -> None: ...
+
+    def listen(self, channel: str, callback: Callable[[], None]) -> None:
+        """Call `callback` after every commit of a unit that notified `channel`."""
+        ...
+
+    def trace(self, trace: Trace | None) -> None:
+        """Report every statement run from now on (statement counts in tests and benches)."""
+        ...
+
+    @property
+    def commits(self) -> int:
+        """Batches committed so far."""
+        ...
 
 
 def sqlite_path(url: str) -> str:
