@@ -31,7 +31,7 @@ from cryptography.x509.oid import NameOID
 from sqlalchemy.engine import make_url
 
 from relay.config import Settings
-from relay.db.engine import is_postgres
+from relay.db.urls import is_postgres
 from relay.db.migrate import upgrade
 from tests.harness import RunningServer, ServerThread, test_settings
 

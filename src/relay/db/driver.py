@@ -14,6 +14,7 @@ from relay.db.group_commit import MAX_BATCH, T, Unit
 from relay.db.postgres import PostgresDb
 from relay.db.sql import Dialect, Trace
 from relay.db.sqlite import SqliteDb
+from relay.db.urls import is_postgres, postgres_dsn, sqlite_path
 
 
 class Db(Protocol):
@@ -41,15 +42,8 @@ class Db(Protocol):
         ...
 
 
-def sqlite_path(url: str) -> str:
-    scheme, _, path = url.partition(":///")
-    if not scheme.startswith("sqlite") or not path:
-        raise ValueError(f"not a SQLite file URL: {url}")
-    return path
-
-
 def open_db(url: str, *, max_batch: int = MAX_BATCH) -> Db:
     """`max_batch=1` gives every unit a transaction of its own (for comparisons)."""
-    if url.startswith("postgresql"):
-        return PostgresDb(url, max_batch=max_batch)
+    if is_postgres(url):
+        return PostgresDb(postgres_dsn(url), max_batch=max_batch)
     return SqliteDb(sqlite_path(url), max_batch=max_batch)

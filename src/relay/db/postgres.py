@@ -50,12 +50,6 @@ def _translated() -> Iterator[None]:
         raise DatabaseUnavailable(str(error)) from error
 
 
-def dsn_of(url: str) -> str:
-    """asyncpg takes libpq's URL form, without SQLAlchemy's driver suffix."""
-    scheme, _, rest = url.partition("://")
-    return f"postgresql://{rest}" if scheme.startswith("postgresql") else url
-
-
 class PostgresTx(Channels):
     dialect: Dialect = "postgresql"
 
@@ -150,13 +144,13 @@ class PostgresDb:
 
     def __init__(
         self,
-        url: str,
+        dsn: str,
         *,
         writers: int = WRITERS,
         readers: int = READERS,
         max_batch: int = MAX_BATCH,
     ) -> None:
-        self._dsn = dsn_of(url)
+        self._dsn = dsn
         self._readers = readers
         self._pool: Any = None
         self._opening = asyncio.Lock()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
-from sqlalchemy import Connection
+from relay.db.sql import Tx
 
 # The attempts table keeps its owner in one of two columns, one per kind.
 Kind = Literal["verification", "message"]
@@ -55,28 +55,28 @@ class OwnerState:
 class Owner(Protocol):
     """One kind of attempt owner. Every method runs inside the caller's transaction."""
 
-    def draft(self, conn: Connection, owner_id: str) -> Draft | None:
+    async def draft(self, tx: Tx, owner_id: str) -> Draft | None:
         """The SMS to (re)submit for an attempt; None once the owner is closed."""
         ...
 
-    def state(self, conn: Connection, owner_id: str, *, now: datetime) -> OwnerState | None: ...
+    async def state(self, tx: Tx, owner_id: str, *, now: datetime) -> OwnerState | None: ...
 
-    def attempt_sent(self, conn: Connection, owner_id: str, *, now: datetime) -> OwnerState | None:
+    async def attempt_sent(self, tx: Tx, owner_id: str, *, now: datetime) -> OwnerState | None:
         """A carrier took one of its attempts; no final receipt yet."""
         ...
 
-    def attempt_delivered(
-        self, conn: Connection, owner_id: str, attempt_id: str, *, now: datetime, also_sent: bool
+    async def attempt_delivered(
+        self, tx: Tx, owner_id: str, attempt_id: str, *, now: datetime, also_sent: bool
     ) -> OwnerState | None:
         """`attempt_id` was delivered. `also_sent`: its sending was not told before."""
         ...
 
-    def attempt_failed(
-        self, conn: Connection, owner_id: str, *, now: datetime, last: bool
+    async def attempt_failed(
+        self, tx: Tx, owner_id: str, *, now: datetime, last: bool
     ) -> OwnerState | None:
         """An attempt failed. `last`: no carrier is left to fail over to."""
         ...
 
-    def attempt_canceled(self, conn: Connection, owner_id: str, *, now: datetime) -> None:
+    async def attempt_canceled(self, tx: Tx, owner_id: str, *, now: datetime) -> None:
         """A queued attempt was dropped unsent: its owner closed or expired meanwhile."""
         ...
