@@ -24,7 +24,7 @@ from relay.tls import CertificatePaths, ensure_self_signed
 from relay.web.app import create_app
 
 if TYPE_CHECKING:
-    from fastapi import FastAPI
+    from starlette.applications import Starlette
 
 
 def certificate(settings: Settings) -> CertificatePaths:
@@ -137,7 +137,7 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(50_000, 20, 100)
 
 
-def process_app(settings: Settings) -> FastAPI:
+def process_app(settings: Settings) -> Starlette:
     """Runs in each spawned server process, which owns its logging, pool and background work."""
     configure(settings.log_level)
     app = create_app(build_services(settings))

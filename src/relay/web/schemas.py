@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+
+from relay.verifications.models import Status
 
 MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=40)]
 MetadataValue = Annotated[str, StringConstraints(max_length=500)]
@@ -17,6 +19,22 @@ class Strict(BaseModel):
 
 
 E164_PATTERN = r"^\+[1-9][0-9]{6,14}$"
+# What `relay.webhooks.guard.url_problem` accepts, as far as a pattern can say it:
+# https, a host, no user name or password, no whitespace or backslash. Private and
+# reserved IP literals are refused too, which the description states.
+WEBHOOK_URL_PATTERN = r"^https://[^\s/?#@\\]+(?:[/?#][^\s\\]*)?$"
+WebhookUrl = Annotated[str, StringConstraints(max_length=2048)]
+
+
+def webhook_url_field(what: str) -> Any:
+    return Field(
+        None,
+        description=(
+            f"HTTPS URL that receives {what} events: at most 2048 characters, no user "
+            "name or password, not an IP literal in a private or reserved range."
+        ),
+        json_schema_extra={"format": "uri", "pattern": WEBHOOK_URL_PATTERN},
+    )
 
 
 class CreateVerificationBody(Strict):
@@ -25,9 +43,7 @@ class CreateVerificationBody(Strict):
         examples=["+14155552671"],
         pattern=E164_PATTERN,
     )
-    webhook_url: Annotated[str, StringConstraints(max_length=2048)] | None = Field(
-        None, description="HTTPS URL that receives this verification's events."
-    )
+    webhook_url: WebhookUrl | None = webhook_url_field("this verification's")
     metadata: Metadata = Field(
         default_factory=dict, description="Up to 20 string values, echoed in objects and events."
     )
@@ -39,6 +55,14 @@ class CreateVerificationBody(Strict):
 
 
 class CheckVerificationBody(Strict):
+    """Exactly one of `id` and `to`."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={"oneOf": [{"required": ["id"]}, {"required": ["to"]}]},
+    )
+
     id: str | None = Field(None, description="The verification to check (`ver_…`).")
     to: str | None = Field(
         None,
@@ -118,9 +142,7 @@ class SendMessageBody(Strict):
         pattern=r"^[0-9A-Za-z]{4,10}$",
         examples=["482913"],
     )
-    webhook_url: Annotated[str, StringConstraints(max_length=2048)] | None = Field(
-        None, description="HTTPS URL that receives this message's events."
-    )
+    webhook_url: WebhookUrl | None = webhook_url_field("this message's")
     metadata: Metadata = Field(
         default_factory=dict, description="Up to 20 string values, echoed in objects and events."
     )
@@ -147,3 +169,28 @@ class MessageObject(BaseModel):
 
 class Health(BaseModel):
     ok: bool
+
+
+class CancelBody(Strict):
+    """Optional, and empty: cancel takes no fields."""
+
+
+class Query(BaseModel):
+    # Lax: query values arrive as text, so "10" is a limit and "2024-05-01T12:00:00Z" a time.
+    model_config = ConfigDict(extra="forbid")
+
+
+class VerificationListQuery(Query):
+    limit: int = Field(10, ge=1, le=100, description="Page size.")
+    starting_after: str | None = Field(None, description="Cursor: a verification id (`ver_…`).")
+    ending_before: str | None = Field(None, description="Cursor: a verification id (`ver_…`).")
+    status: Status | None = Field(None, description="Only verifications in this status.")
+    to: str | None = Field(
+        None, description="Only verifications sent to this number, E.164.", pattern=E164_PATTERN
+    )
+    created_gte: AwareDatetime | None = Field(
+        None, alias="created[gte]", description="Created at or after, with a time zone."
+    )
+    created_lt: AwareDatetime | None = Field(
+        None, alias="created[lt]", description="Created before, with a time zone."
+    )
