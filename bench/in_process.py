@@ -2,7 +2,7 @@
 
 What one request costs inside Relay, with the HTTP server and the load
 generator taken out: the figures wrk cannot separate from the machine's noise.
-Builds the real app (every middleware, the router, the services, the sandbox
+Builds the real app (every middleware, FastAPI, the services, the sandbox
 carriers) over a fresh SQLite database, or PostgreSQL with `--db pg`, and calls
 it with `--concurrency` requests in flight. Reports, per call: wall time, CPU
 time of this process, and SQL statements sent (counted at the driver).
