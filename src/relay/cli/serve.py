@@ -22,6 +22,7 @@ from relay.log import configure
 from relay.services import build_services
 from relay.tls import CertificatePaths, ensure_self_signed
 from relay.web.app import create_app
+from relay.web.protocol import RelayHttpProtocol
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -159,6 +160,7 @@ def _uvicorn_config(
         log_config=None,
         access_log=False,
         server_header=False,
+        http=RelayHttpProtocol,
         timeout_graceful_shutdown=5,
     )
 

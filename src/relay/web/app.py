@@ -112,6 +112,9 @@ async def _on_http_error(request: Request, exc: Exception) -> Response:
     """What the router itself refuses: no such path, or a method the path does not take."""
     assert isinstance(exc, HTTPException)
     allow = (exc.headers or {}).get("Allow")
+    if allow is not None:
+        # Starlette lists a route's methods from a set: an order of its own per process.
+        allow = ", ".join(sorted(method.strip() for method in allow.split(",")))
     error: e.RelayError
     if exc.status_code == 405:
         error = e.MethodNotAllowed(f"{request.method} is not allowed here; use {allow}.")

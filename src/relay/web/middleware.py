@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
 import time
@@ -17,6 +18,11 @@ from relay.web.callers import base_url
 from relay.web.errors import error_response
 
 MAX_BODY = 64 * 1024
+# Seconds a request may wait for the rest of a body it has started to send.
+BODY_TIMEOUT = 10.0
+_SHORT_BODY = e.InvalidRequest(
+    "The body ended before its Content-Length; nothing more came.", param="Content-Length"
+)
 _WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
 # Providers post delivery status callbacks as HTML forms (Twilio does).
 CALLBACK_PREFIX = "/v1/carriers/"
@@ -113,7 +119,15 @@ async def _read_body(receive: Receive) -> tuple[bytes, e.RelayError | None]:
     chunks: list[bytes] = []
     size = 0
     while True:
-        message = await receive()
+        if chunks:
+            # A client that declared more than it sends would hold the request open forever.
+            try:
+                async with asyncio.timeout(BODY_TIMEOUT):
+                    message = await receive()
+            except TimeoutError:
+                return b"", _SHORT_BODY
+        else:
+            message = await receive()
         if message["type"] != "http.request":
             return b"", None
         chunk = message.get("body", b"")
