@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from starlette.datastructures import QueryParams
+from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
@@ -58,7 +59,9 @@ def routes(operations: Iterable[Operation], services: Services) -> list[Route]:
     ]
 
 
-async def _run(operation: Operation, services: Services, scope: Scope, receive: Receive) -> Any:
+async def _run(
+    operation: Operation, services: Services, scope: Scope, receive: Receive
+) -> Response:
     raw = b""
     document = _MISSING
     if operation.body is not None or operation.raw_body:

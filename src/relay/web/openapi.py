@@ -45,7 +45,12 @@ IDEMPOTENCY_KEY: dict[str, Any] = {
         "sent or written twice. Printable ASCII; the same key with another request "
         "answers 422."
     ),
-    "schema": {"type": "string", "minLength": 1, "maxLength": MAX_KEY_LENGTH},
+    "schema": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_KEY_LENGTH,
+        "pattern": "^[ -~]+$",
+    },
 }
 
 

@@ -26,6 +26,26 @@ WEBHOOK_URL_PATTERN = r"^https://[^\s/?#@\\]+(?:[/?#][^\s\\]*)?$"
 WebhookUrl = Annotated[str, StringConstraints(max_length=2048)]
 
 
+# The languages Relay has SMS templates for, with any BCP 47 subtags after them
+# (`pt-BR`, `fr_CA`); the server also checks the tag is well-formed BCP 47.
+LOCALE_PATTERN = r"^([Ee][Nn]|[Ee][Ss]|[Ff][Rr]|[Dd][Ee]|[Pp][Tt])([-_][0-9A-Za-z]{1,8})*$"
+Locale = Annotated[str, StringConstraints(min_length=2, max_length=35)]
+
+
+def locale_field() -> Any:
+    return Field(
+        "en",
+        description="BCP 47 tag choosing the SMS template: en, es, fr, de or pt, with "
+        "optional subtags (pt-BR).",
+        json_schema_extra={"pattern": LOCALE_PATTERN},
+    )
+
+
+def id_pattern(*prefixes: str) -> str:
+    """Relay's ids: a prefix, `_`, and 26 Crockford base32 characters (`relay.ids`)."""
+    return f"^({'|'.join(prefixes)})_[0-9A-HJKMNP-TV-Z]{{26}}$"
+
+
 def webhook_url_field(what: str) -> Any:
     return Field(
         None,
@@ -33,7 +53,7 @@ def webhook_url_field(what: str) -> Any:
             f"HTTPS URL that receives {what} events: at most 2048 characters, no user "
             "name or password, not an IP literal in a private or reserved range."
         ),
-        json_schema_extra={"format": "uri", "pattern": WEBHOOK_URL_PATTERN},
+        json_schema_extra={"pattern": WEBHOOK_URL_PATTERN},
     )
 
 
@@ -49,9 +69,7 @@ class CreateVerificationBody(Strict):
     )
     code_length: int = Field(6, ge=4, le=10, description="Digits in the code.")
     ttl: int = Field(600, ge=60, le=3600, description="Seconds the code stays valid.")
-    locale: Annotated[str, StringConstraints(min_length=2, max_length=35)] = Field(
-        "en", description="BCP 47 tag choosing the SMS template (en, es, fr, de, pt)."
-    )
+    locale: Locale = locale_field()
 
 
 class CheckVerificationBody(Strict):
@@ -60,7 +78,18 @@ class CheckVerificationBody(Strict):
     model_config = ConfigDict(
         extra="forbid",
         strict=True,
-        json_schema_extra={"oneOf": [{"required": ["id"]}, {"required": ["to"]}]},
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "required": ["id"],
+                    "properties": {"id": {"type": "string"}, "to": {"type": "null"}},
+                },
+                {
+                    "required": ["to"],
+                    "properties": {"to": {"type": "string"}, "id": {"type": "null"}},
+                },
+            ]
+        },
     )
 
     id: str | None = Field(None, description="The verification to check (`ver_…`).")
@@ -146,9 +175,7 @@ class SendMessageBody(Strict):
     metadata: Metadata = Field(
         default_factory=dict, description="Up to 20 string values, echoed in objects and events."
     )
-    locale: Annotated[str, StringConstraints(min_length=2, max_length=35)] = Field(
-        "en", description="BCP 47 tag choosing the SMS template (en, es, fr, de, pt)."
-    )
+    locale: Locale = locale_field()
 
 
 class MessageObject(BaseModel):
@@ -182,8 +209,16 @@ class Query(BaseModel):
 
 class VerificationListQuery(Query):
     limit: int = Field(10, ge=1, le=100, description="Page size.")
-    starting_after: str | None = Field(None, description="Cursor: a verification id (`ver_…`).")
-    ending_before: str | None = Field(None, description="Cursor: a verification id (`ver_…`).")
+    starting_after: str | None = Field(
+        None,
+        description="Cursor: a verification id. Not with ending_before.",
+        pattern=id_pattern("ver"),
+    )
+    ending_before: str | None = Field(
+        None,
+        description="Cursor: a verification id. Not with starting_after.",
+        pattern=id_pattern("ver"),
+    )
     status: Status | None = Field(None, description="Only verifications in this status.")
     to: str | None = Field(
         None, description="Only verifications sent to this number, E.164.", pattern=E164_PATTERN
