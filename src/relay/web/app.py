@@ -34,6 +34,7 @@ from relay.worker.sweeper import run_sweeper
 
 log = logging.getLogger("relay.app")
 
+# In the order the router tries them: the busiest first.
 API: list[Operation] = [
     *routes.OPERATIONS,
     *message_routes.OPERATIONS,
@@ -64,7 +65,7 @@ def create_app(services: Services, *, background: bool = True) -> Starlette:
 
     document = build_document(API)
     app = Starlette(
-        routes=router_routes([*_pages(document), *API], services),
+        routes=router_routes([*API, *_pages(document)], services),
         lifespan=lifespan,
         exception_handlers={HTTPException: _on_http_error},
     )
@@ -78,8 +79,8 @@ def create_app(services: Services, *, background: bool = True) -> Starlette:
 
 
 def _pages(document: dict[str, Any]) -> list[Operation]:
-    """Served without a key and outside the document. Load balancers poll /healthz,
-    so it comes first."""
+    """Served without a key and outside the document. Listed after the API: the router
+    tries routes in order, and create, check and retrieve carry the traffic."""
     openapi = orjson.dumps(document)
     reference = api_page(document)
     errors = errors_page()
