@@ -3,18 +3,22 @@ framing, decoding, size, media type, method and query problems alike."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from relay.accounts.models import NewAccount
+from relay.services import build_services
 from relay.web import middleware
+from relay.web.app import create_app
 from relay.web.bodies import MAX_DEPTH
-from tests.harness import RunningServer
+from tests.harness import RunningServer, test_settings
 
 URL = "/v1/verifications"
 GOOD = b'{"to": "+14155552671"}'
@@ -230,3 +234,32 @@ def test_a_content_length_longer_than_the_body_is_refused_once_the_rest_fails_to
         "parameter_invalid",
         "Content-Length",
     )
+
+
+@pytest.mark.parametrize("declared", [len(GOOD) - 1, len(GOOD) + 1])
+def test_a_content_length_that_does_not_match_the_body_handed_over_is_refused(
+    account: NewAccount, database_url: str, tmp_path: Path, declared: int
+) -> None:
+    # An HTTP server frames the body by its length; an ASGI caller in the same
+    # process can hand over any body with any header, and the edge still checks.
+    services = build_services(test_settings(tmp_path, database_url))
+    app = create_app(services, background=False)
+    headers = {
+        "Authorization": f"Bearer {account.test_key}",
+        "Content-Type": "application/json",
+        "Content-Length": str(declared),
+    }
+
+    async def exchange() -> httpx.Response:
+        try:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(
+                transport=transport, base_url="https://relay.test"
+            ) as client:
+                return await client.post(URL, content=GOOD, headers=headers)
+        finally:
+            await services.close()
+
+    response = asyncio.run(exchange())
+
+    assert in_error_shape(response, 400, "parameter_invalid")["param"] == "Content-Length"
