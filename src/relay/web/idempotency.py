@@ -9,9 +9,7 @@ not in use.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
-from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from relay.errors import ParameterInvalid, RelayError
@@ -31,40 +29,6 @@ from relay.web.errors import error_response
 
 HEADER = b"idempotency-key"
 REPLAYED = (b"idempotent-replayed", b"true")
-# How the OpenAPI document declares the header on every POST (see document_header).
-OPENAPI_PARAMETER: dict[str, Any] = {
-    "name": "Idempotency-Key",
-    "in": "header",
-    "required": False,
-    "description": (
-        "Makes a retried POST safe: the first answer is stored for 24 hours and "
-        "replayed byte for byte, with `Idempotent-Replayed: true`, and nothing is "
-        "sent or written twice. Printable ASCII; the same key with another request "
-        "answers 422."
-    ),
-    "schema": {"type": "string", "minLength": 1, "maxLength": MAX_KEY_LENGTH},
-}
-
-
-def document_header(app: FastAPI) -> None:
-    """Declare Idempotency-Key on every POST of the OpenAPI document.
-
-    The middleware, not the routes, reads the header, so FastAPI cannot see it;
-    the document is completed once, when FastAPI first builds it.
-    """
-    build = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        first = app.openapi_schema is None
-        document = build()
-        if first:
-            for operations in document.get("paths", {}).values():
-                if "post" in operations:
-                    parameters = operations["post"].setdefault("parameters", [])
-                    parameters.append(dict(OPENAPI_PARAMETER))
-        return document
-
-    app.openapi = openapi  # type: ignore[method-assign]
 
 
 class IdempotencyMiddleware:
