@@ -12,6 +12,7 @@ import contextlib
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from relay.accounts.models import Scope as DataScope
 from relay.errors import ParameterInvalid, RelayError
 from relay.idempotency.models import (
     MAX_KEY_LENGTH,
@@ -22,7 +23,6 @@ from relay.idempotency.models import (
     key_is_valid,
 )
 from relay.services import Services
-from relay.verifications.store import Scope as DataScope
 from relay.web.bodies import read_body, replay
 from relay.web.callers import base_url, scope_caller
 from relay.web.errors import error_response
