@@ -161,3 +161,90 @@ def test_every_post_declares_the_optional_idempotency_key_header(
         assert headers[0]["schema"]["maxLength"] == 255
     gets = [ops["get"] for ops in document["paths"].values() if "get" in ops]
     assert all(p["in"] != "header" for op in gets for p in op.get("parameters", []))
+
+
+def body_schema(document: dict[str, Any], path: str) -> dict[str, Any]:
+    body = document["paths"][path]["post"]["requestBody"]
+    return resolve(document, body["content"]["application/json"]["schema"])
+
+
+def test_check_states_that_it_takes_exactly_one_of_id_and_to(document: dict[str, Any]) -> None:
+    schema = body_schema(document, "/v1/verifications/check")
+    assert schema["required"] == ["code"]
+    # Exactly one of the two is a string; the other is absent or null.
+    by_field = {option["required"][0]: option["properties"] for option in schema["oneOf"]}
+    assert by_field == {
+        "id": {"id": {"type": "string"}, "to": {"type": "null"}},
+        "to": {"to": {"type": "string"}, "id": {"type": "null"}},
+    }
+
+
+@pytest.mark.parametrize("path", ["/v1/verifications", "/v1/messages"])
+def test_the_send_bodies_state_the_number_and_webhook_url_rules(
+    document: dict[str, Any], path: str
+) -> None:
+    properties = body_schema(document, path)["properties"]
+    assert properties["to"]["pattern"] == r"^\+[1-9][0-9]{6,14}$"
+    webhook = properties["webhook_url"]
+    assert webhook["pattern"].startswith("^https://")
+    assert {"type": "string", "maxLength": 2048} in webhook["anyOf"]
+    assert "user name or password" in webhook["description"]
+    metadata = properties["metadata"]
+    assert metadata["maxProperties"] == 20
+    assert metadata["propertyNames"] == {"minLength": 1, "maxLength": 40}
+    assert metadata["additionalProperties"] == {"type": "string", "maxLength": 500}
+
+
+def test_the_send_api_states_the_code_pattern(document: dict[str, Any]) -> None:
+    properties = body_schema(document, "/v1/messages")["properties"]
+    assert properties["code"]["pattern"] == "^[0-9A-Za-z]{4,10}$"
+
+
+def test_list_filters_state_their_types_and_enums(document: dict[str, Any]) -> None:
+    parameters = {
+        p["name"]: p["schema"] for p in document["paths"]["/v1/verifications"]["get"]["parameters"]
+    }
+    assert parameters["limit"] == {"type": "integer", "minimum": 1, "maximum": 100, "default": 10}
+    status = resolve(document, parameters["status"])
+    assert set(status["enum"]) == {
+        "pending",
+        "approved",
+        "expired",
+        "canceled",
+        "max_attempts_reached",
+    }
+    assert parameters["created[gte]"]["format"] == "date-time"
+    assert all("null" not in str(schema) for schema in parameters.values())
+    events = {p["name"]: p["schema"] for p in document["paths"]["/v1/events"]["get"]["parameters"]}
+    assert "verification.sent" in resolve(document, events["type"])["enum"]
+
+
+def test_every_operation_documents_framing_refusals_with_the_error_body(
+    document: dict[str, Any],
+) -> None:
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            for status in ("400", "404", "405", "413", "415", "429", "500"):
+                schema = operation["responses"][status]["content"]["application/json"]["schema"]
+                assert schema == {"$ref": "#/components/schemas/ErrorBody"}, (method, path)
+
+
+def test_creates_link_to_the_operations_that_use_their_id(document: dict[str, Any]) -> None:
+    create = document["paths"]["/v1/verifications"]["post"]["responses"]["200"]["links"]
+    assert {link["operationId"] for link in create.values()} == {
+        "retrieve_verification",
+        "cancel_verification",
+        "check_verification",
+    }
+    send = document["paths"]["/v1/messages"]["post"]["responses"]["200"]["links"]
+    assert {link["operationId"] for link in send.values()} == {"retrieve_message"}
+
+
+def test_every_documented_operation_is_served(
+    document: dict[str, Any], anonymous: httpx.Client
+) -> None:
+    for path, operations in document["paths"].items():
+        concrete = path.replace("{", "x_").replace("}", "")
+        for method in operations:
+            response = anonymous.request(method.upper(), concrete)
+            assert response.status_code == 401, (method, path, response.text)

@@ -1,4 +1,5 @@
-"""Schemathesis drives the served OpenAPI document: no 5xx, no answer that contradicts it."""
+"""Schemathesis drives the served OpenAPI document: no 5xx, no answer that contradicts it,
+and no request the document calls invalid is accepted."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ CHECKS = ",".join(
         "content_type_conformance",
         "response_schema_conformance",
         "response_headers_conformance",
+        "negative_data_rejection",
     ]
 )
 

@@ -22,9 +22,10 @@ from relay.log import configure
 from relay.services import build_services
 from relay.tls import CertificatePaths, ensure_self_signed
 from relay.web.app import create_app
+from relay.web.protocol import RelayHttpProtocol
 
 if TYPE_CHECKING:
-    from fastapi import FastAPI
+    from starlette.applications import Starlette
 
 
 def certificate(settings: Settings) -> CertificatePaths:
@@ -137,7 +138,7 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(50_000, 20, 100)
 
 
-def process_app(settings: Settings) -> FastAPI:
+def process_app(settings: Settings) -> Starlette:
     """Runs in each spawned server process, which owns its logging, pool and background work."""
     configure(settings.log_level)
     app = create_app(build_services(settings))
@@ -159,6 +160,7 @@ def _uvicorn_config(
         log_config=None,
         access_log=False,
         server_header=False,
+        http=RelayHttpProtocol,
         timeout_graceful_shutdown=5,
     )
 

@@ -1,4 +1,5 @@
-"""The ASGI application: FastAPI at the edge, everything else behind `Services`."""
+"""The ASGI application: one Starlette router over the route table, everything else
+behind `Services`."""
 
 from __future__ import annotations
 
@@ -6,36 +7,45 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
+import orjson
+from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from relay import errors as e
 from relay.delivery.loop import run_dispatch
-from relay.errors import RelayError
 from relay.events.delivery import run_delivery
 from relay.services import Services
-from relay.web import errors as error_map
-from relay.web.carrier_routes import router as carrier_router
-from relay.web.direct import DirectRoutes
+from relay.web import carrier_routes, event_routes, message_routes, routes
+from relay.web.callers import base_url
+from relay.web.dispatch import routes as router_routes
 from relay.web.docs import api_page, errors_page
-from relay.web.event_routes import router as event_router
-from relay.web.idempotency import IdempotencyMiddleware, document_header
-from relay.web.message_routes import router as message_router
+from relay.web.errors import error_response
+from relay.web.idempotency import IdempotencyMiddleware
 from relay.web.middleware import EdgeMiddleware
+from relay.web.openapi import build_document
+from relay.web.operations import Call, Operation
 from relay.web.ratelimit import RateLimitMiddleware
 from relay.web.responses import JsonResponse
-from relay.web.routes import router
-from relay.web.schemas import Health
 from relay.worker.sweeper import run_sweeper
 
 log = logging.getLogger("relay.app")
 
+# In the order the router tries them: the busiest first.
+API: list[Operation] = [
+    *routes.OPERATIONS,
+    *message_routes.OPERATIONS,
+    *event_routes.OPERATIONS,
+    *carrier_routes.OPERATIONS,
+]
 
-def create_app(services: Services, *, background: bool = True) -> FastAPI:
+
+def create_app(services: Services, *, background: bool = True) -> Starlette:
     @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         tasks = []
         sends = background and services.settings.serve_background
         await services.delivery.start(dispatch=sends)
@@ -53,46 +63,62 @@ def create_app(services: Services, *, background: bool = True) -> FastAPI:
             await asyncio.gather(*tasks, return_exceptions=True)
             await services.close()
 
-    app = FastAPI(
-        title="Relay",
-        version="1",
-        summary="Send one-time passcodes by SMS and check them.",
-        openapi_url="/v1/openapi.json",
-        docs_url=None,
-        redoc_url=None,
+    document = build_document(API)
+    app = Starlette(
+        routes=router_routes([*API, *_pages(document)], services),
         lifespan=lifespan,
-        default_response_class=JsonResponse,
+        exception_handlers={HTTPException: _on_http_error},
     )
     app.state.services = services
-    # First: a route is found by trying each in turn, and load balancers poll /healthz.
-    _add_pages(app)
-    app.include_router(router)
-    app.include_router(message_router)
-    app.include_router(event_router)
-    app.include_router(carrier_router)
-    app.add_exception_handler(RelayError, error_map.on_relay_error)
-    app.add_exception_handler(RequestValidationError, error_map.on_validation_error)
-    app.add_exception_handler(HTTPException, error_map.on_http_error)
-    app.add_exception_handler(Exception, error_map.on_unexpected)
     # Added innermost first: Edge (HTTPS, body cap) → per-key rate limit → idempotency
-    # → create, check and retrieve directly, or FastAPI's routes.
-    app.add_middleware(DirectRoutes, services=services)
+    # → the router.
     app.add_middleware(IdempotencyMiddleware, services=services)
     app.add_middleware(RateLimitMiddleware, services=services)
     app.add_middleware(EdgeMiddleware, trusted_proxies=services.settings.trusted_proxies)
-    document_header(app)
     return app
 
 
-def _add_pages(app: FastAPI) -> None:
-    @app.get("/healthz", response_model=Health, include_in_schema=False)
-    async def healthz() -> Response:
+def _pages(document: dict[str, Any]) -> list[Operation]:
+    """Served without a key and outside the document. Listed after the API: the router
+    tries routes in order, and create, check and retrieve carry the traffic."""
+    openapi = orjson.dumps(document)
+    reference = api_page(document)
+    errors = errors_page()
+
+    async def healthz(call: Call) -> Response:
         return JsonResponse({"ok": True})
 
-    @app.get("/docs/errors", include_in_schema=False)
-    async def error_reference() -> Response:
-        return HTMLResponse(errors_page())
+    async def openapi_json(call: Call) -> Response:
+        return Response(openapi, media_type="application/json")
 
-    @app.get("/docs", include_in_schema=False)
-    async def api_reference(request: Request) -> Response:
-        return HTMLResponse(api_page(request.app.openapi()))
+    async def api_reference(call: Call) -> Response:
+        return HTMLResponse(reference)
+
+    async def error_reference(call: Call) -> Response:
+        return HTMLResponse(errors)
+
+    return [
+        Operation("GET", "/healthz", healthz, "healthz", authenticated=False, in_schema=False),
+        Operation(
+            "GET", "/v1/openapi.json", openapi_json, "openapi", authenticated=False, in_schema=False
+        ),
+        Operation("GET", "/docs", api_reference, "docs", authenticated=False, in_schema=False),
+        Operation(
+            "GET", "/docs/errors", error_reference, "errors", authenticated=False, in_schema=False
+        ),
+    ]
+
+
+async def _on_http_error(request: Request, exc: Exception) -> Response:
+    """What the router itself refuses: no such path, or a method the path does not take."""
+    assert isinstance(exc, HTTPException)
+    allow = (exc.headers or {}).get("Allow")
+    if allow is not None:
+        # Starlette lists a route's methods from a set: an order of its own per process.
+        allow = ", ".join(sorted(method.strip() for method in allow.split(",")))
+    error: e.RelayError
+    if exc.status_code == 405:
+        error = e.MethodNotAllowed(f"{request.method} is not allowed here; use {allow}.")
+    else:
+        error = e.RouteNotFound(f"No route {request.method} {request.url.path}.")
+    return error_response(error, base_url=base_url(request.scope), allow=allow)

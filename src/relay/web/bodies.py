@@ -3,7 +3,12 @@ hands it on as a single message that inner layers may read and hand on again."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from starlette.types import Message, Receive
+
+from relay.errors import InvalidJson
 
 
 async def read_body(receive: Receive) -> bytes:
@@ -28,3 +33,59 @@ def replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replayed
+
+
+# Deep enough for any body the API takes (metadata is two levels), shallow enough
+# that walking or re-serialising a document never nears Python's recursion limit.
+MAX_DEPTH = 32
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        raise _DuplicateKey("duplicate key")
+    return found
+
+
+def decode_json(body: bytes) -> Any:
+    """The JSON document in `body`, or InvalidJson: the body must be UTF-8, hold no
+    object with a key twice, and nest no deeper than MAX_DEPTH."""
+    try:
+        document = json.loads(body.decode("utf-8"), object_pairs_hook=_object)
+    except _DuplicateKey as exc:
+        raise InvalidJson("The JSON body has an object with a duplicate key.") from exc
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise InvalidJson() from exc
+    _require_shallow_text(document)
+    return document
+
+
+def _require_shallow_text(document: Any) -> None:
+    # Lone surrogates ("\ud800") are valid JSON escapes but no Unicode text: they
+    # could be stored, then fail every later rendering of the object.
+    pending = [(document, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, str):
+            _require_text(value)
+        elif isinstance(value, dict | list):
+            if depth > MAX_DEPTH:
+                raise InvalidJson(f"The JSON body nests deeper than {MAX_DEPTH} levels.")
+            if isinstance(value, dict):
+                for key in value:
+                    _require_text(key)
+                pending.extend((item, depth + 1) for item in value.values())
+            else:
+                pending.extend((item, depth + 1) for item in value)
+
+
+def _require_text(value: str) -> None:
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidJson("The JSON body holds a string that is not Unicode text.") from exc

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import Request
-from fastapi.exceptions import RequestValidationError
-from starlette.exceptions import HTTPException
+from pydantic import ValidationError
 from starlette.responses import Response
 
 from relay import errors as e
-from relay.web.callers import base_url
 from relay.web.responses import JsonResponse
 
 # Most specific first: the first class an error is an instance of decides.
@@ -51,9 +48,11 @@ def error_body(error: e.RelayError, *, base_url: str) -> dict[str, Any]:
     return {"error": detail}
 
 
-def error_response(error: e.RelayError, *, base_url: str) -> Response:
+def error_response(error: e.RelayError, *, base_url: str, allow: str | None = None) -> Response:
     status, _ = status_and_type(error)
     headers: dict[str, str] = {}
+    if allow is not None:
+        headers["Allow"] = allow
     if isinstance(error, e.AuthenticationFailed):
         headers["WWW-Authenticate"] = "Bearer"
     if isinstance(error, e.RateLimitError):
@@ -61,55 +60,20 @@ def error_response(error: e.RelayError, *, base_url: str) -> Response:
     return JsonResponse(error_body(error, base_url=base_url), status_code=status, headers=headers)
 
 
-def base_url_of(request: Request) -> str:
-    return base_url(request.scope)
-
-
-async def on_relay_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, e.RelayError)
-    return error_response(exc, base_url=base_url_of(request))
-
-
-async def on_validation_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, RequestValidationError)
-    return error_response(translate_validation(exc), base_url=base_url_of(request))
-
-
-async def on_http_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
-    error: e.RelayError
-    if exc.status_code == 405:
-        error = e.MethodNotAllowed()
-    elif exc.status_code == 404:
-        error = e.RouteNotFound(f"No route {request.method} {request.url.path}.")
-    else:
-        # FastAPI answers 400 itself only when the body cannot be decoded at all.
-        error = e.InvalidJson()
-    return error_response(error, base_url=base_url_of(request))
-
-
-async def on_unexpected(request: Request, exc: Exception) -> Response:
-    # The trace goes to the log (by the server); the client gets no internals.
-    return error_response(e.InternalError(), base_url=base_url_of(request))
-
-
-def translate_validation(exc: RequestValidationError) -> e.RelayError:
-    first: dict[str, Any] = exc.errors()[0]
-    kind = str(first.get("type", ""))
-    location = [str(part) for part in first.get("loc", ()) if part != "body"]
-    param = ".".join(location[1:] if location[:1] == ["query"] else location) or None
-    text = str(first.get("msg", "Invalid value."))
-    if kind == "json_invalid":
-        return e.InvalidJson()
+def translate_validation(exc: ValidationError, *, where: str) -> e.RelayError:
+    """The refusal for the first problem pydantic found in the body or the query."""
+    first = exc.errors(include_url=False)[0]
+    kind = first["type"]
+    location = [str(part) for part in first["loc"]]
+    param = ".".join(location) or None
+    text = first["msg"]
     if kind == "missing":
-        if param is None:
-            return e.ParameterMissing("The request needs a JSON object body.")
         return e.ParameterMissing(f"Missing required parameter: {param}.", param=param)
     if kind == "extra_forbidden":
         return e.ParameterUnknown(f"Received unknown parameter: {param}.", param=param)
     if param is None:
         return e.ParameterInvalid("The request body must be a JSON object.")
-    if param == "to" and kind == "string_pattern_mismatch" and location[:1] != ["query"]:
+    if param == "to" and kind == "string_pattern_mismatch" and where == "body":
         return e.PhoneNumberInvalid(
             "The number must be in E.164 form, such as +14155552671.", param="to"
         )

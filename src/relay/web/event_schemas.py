@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from relay.events.models import DeliveryStatus, EventType
-from relay.web.schemas import MessageObject, VerificationObject
+from relay.web.schemas import MessageObject, Query, VerificationObject, id_pattern
 
 
 class DeliveryAttemptObject(BaseModel):
@@ -46,3 +46,22 @@ class EventList(BaseModel):
     url: str
     data: list[EventObject]
     has_more: bool
+
+
+class EventListQuery(Query):
+    limit: int = Field(10, ge=1, le=100, description="Page size.")
+    starting_after: str | None = Field(
+        None, description="Cursor: an event id. Not with ending_before.", pattern=id_pattern("evt")
+    )
+    ending_before: str | None = Field(
+        None, description="Cursor: an event id. Not with starting_after.", pattern=id_pattern("evt")
+    )
+    related: str | None = Field(
+        None,
+        description="Only events about this verification or message.",
+        pattern=id_pattern("ver", "msg"),
+    )
+    type: EventType | None = Field(None, description="Only events of this type.")
+    delivery_status: DeliveryStatus | None = Field(
+        None, description="Only events in this delivery state."
+    )

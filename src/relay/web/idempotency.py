@@ -9,11 +9,10 @@ not in use.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
-from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from relay.accounts.models import Scope as DataScope
 from relay.errors import ParameterInvalid, RelayError
 from relay.idempotency.models import (
     MAX_KEY_LENGTH,
@@ -24,47 +23,12 @@ from relay.idempotency.models import (
     key_is_valid,
 )
 from relay.services import Services
-from relay.verifications.store import Scope as DataScope
 from relay.web.bodies import read_body, replay
 from relay.web.callers import base_url, scope_caller
 from relay.web.errors import error_response
 
 HEADER = b"idempotency-key"
 REPLAYED = (b"idempotent-replayed", b"true")
-# How the OpenAPI document declares the header on every POST (see document_header).
-OPENAPI_PARAMETER: dict[str, Any] = {
-    "name": "Idempotency-Key",
-    "in": "header",
-    "required": False,
-    "description": (
-        "Makes a retried POST safe: the first answer is stored for 24 hours and "
-        "replayed byte for byte, with `Idempotent-Replayed: true`, and nothing is "
-        "sent or written twice. Printable ASCII; the same key with another request "
-        "answers 422."
-    ),
-    "schema": {"type": "string", "minLength": 1, "maxLength": MAX_KEY_LENGTH},
-}
-
-
-def document_header(app: FastAPI) -> None:
-    """Declare Idempotency-Key on every POST of the OpenAPI document.
-
-    The middleware, not the routes, reads the header, so FastAPI cannot see it;
-    the document is completed once, when FastAPI first builds it.
-    """
-    build = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        first = app.openapi_schema is None
-        document = build()
-        if first:
-            for operations in document.get("paths", {}).values():
-                if "post" in operations:
-                    parameters = operations["post"].setdefault("parameters", [])
-                    parameters.append(dict(OPENAPI_PARAMETER))
-        return document
-
-    app.openapi = openapi  # type: ignore[method-assign]
 
 
 class IdempotencyMiddleware:

@@ -2,43 +2,20 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
 from starlette.responses import Response
 
-from relay.accounts.models import Caller
 from relay.errors import ResourceMissing
 from relay.ids import is_id
 from relay.messages.service import SendRequest
-from relay.services import Services
 from relay.web.fields import require_locale, require_webhook_url
+from relay.web.operations import Call, Operation
 from relay.web.responses import JsonResponse
-from relay.web.routes import ERRORS, CallerDep, ServicesDep
 from relay.web.schemas import MessageObject, SendMessageBody
 
-router = APIRouter(prefix="/v1", responses=ERRORS, tags=["messages"])
 
-_LINKS = {
-    "RetrieveMessage": {
-        "operationId": "retrieve_message",
-        "parameters": {"message_id": "$response.body#/id"},
-    },
-}
-
-
-@router.post(
-    "/messages",
-    response_model=MessageObject,
-    summary="Send a message",
-    operation_id="send_message",
-    responses={200: {"links": _LINKS}},
-)
-async def send_message(body: SendMessageBody, who: CallerDep, app: ServicesDep) -> Response:
-    """Deliver your own `code` to `to` through Relay's routes. The code is sealed while
-    failover may need it, never returned, and erased once the message is final."""
-    return await send(app, who, body)
-
-
-async def send(app: Services, who: Caller, body: SendMessageBody) -> Response:
+async def send(call: Call) -> Response:
+    app, body = call.services, call.body
+    assert isinstance(body, SendMessageBody)
     require_webhook_url(body.webhook_url, allowed=app.settings.webhook_allowed_networks)
     request = SendRequest(
         to=body.to,
@@ -47,22 +24,47 @@ async def send(app: Services, who: Caller, body: SendMessageBody) -> Response:
         metadata=body.metadata,
         webhook_url=body.webhook_url,
     )
-    message = await app.messages.send(who, request)
+    message = await app.messages.send(call.who, request)
     return JsonResponse(message.to_api())
 
 
-@router.get(
-    "/messages/{message_id}",
-    response_model=MessageObject,
-    summary="Retrieve a message",
-    operation_id="retrieve_message",
-)
-async def retrieve_message(message_id: str, who: CallerDep, app: ServicesDep) -> Response:
-    return await retrieve(app, who, message_id)
-
-
-async def retrieve(app: Services, who: Caller, message_id: str) -> Response:
+async def retrieve(call: Call) -> Response:
+    message_id = call.path["message_id"]
     if not is_id(message_id, "msg"):
         raise ResourceMissing(f"No such message: {message_id}", param="id")
-    message = await app.messages.retrieve(who, message_id)
+    message = await call.services.messages.retrieve(call.who, message_id)
     return JsonResponse(message.to_api())
+
+
+_LINKS = {
+    "RetrieveMessage": {
+        "operationId": "retrieve_message",
+        "parameters": {"message_id": "$response.body#/id"},
+    },
+}
+
+OPERATIONS = [
+    Operation(
+        "POST",
+        "/v1/messages",
+        send,
+        "send_message",
+        summary="Send a message",
+        description="Deliver your own `code` to `to` through Relay's routes. The code is "
+        "sealed while failover may need it, never returned, and erased once the message "
+        "is final.",
+        body=SendMessageBody,
+        response=MessageObject,
+        links=_LINKS,
+        tags=("messages",),
+    ),
+    Operation(
+        "GET",
+        "/v1/messages/{message_id}",
+        retrieve,
+        "retrieve_message",
+        summary="Retrieve a message",
+        response=MessageObject,
+        tags=("messages",),
+    ),
+]

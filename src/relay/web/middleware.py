@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
 import time
@@ -17,6 +18,11 @@ from relay.web.callers import base_url
 from relay.web.errors import error_response
 
 MAX_BODY = 64 * 1024
+# Seconds a request may wait for the rest of a body it has started to send.
+BODY_TIMEOUT = 10.0
+_SHORT_BODY = e.InvalidRequest(
+    "The body ended before its Content-Length; nothing more came.", param="Content-Length"
+)
 _WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
 # Providers post delivery status callbacks as HTML forms (Twilio does).
 CALLBACK_PREFIX = "/v1/carriers/"
@@ -51,6 +57,8 @@ class EdgeMiddleware:
         body = b""
         if refusal is None and scope["method"] in _WITH_BODY:
             body, refusal = await _read_body(receive)
+            if refusal is None:
+                refusal = _length_mismatch(scope, len(body))
         if refusal is not None:
             await error_response(refusal, base_url=base_url(scope))(scope, receive, send_with_id)
         else:
@@ -79,7 +87,9 @@ class EdgeMiddleware:
             return e.HttpsRequired()
         headers = dict(scope["headers"])
         length = headers.get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
+        if length is not None and not length.isdigit():
+            return e.InvalidRequest("Content-Length is not a number.", param="Content-Length")
+        if length is not None and int(length) > MAX_BODY:
             return e.BodyTooLarge()
         has_body = length not in (None, b"0") or b"transfer-encoding" in headers
         if scope["method"] in _WITH_BODY and has_body:
@@ -109,7 +119,15 @@ async def _read_body(receive: Receive) -> tuple[bytes, e.RelayError | None]:
     chunks: list[bytes] = []
     size = 0
     while True:
-        message = await receive()
+        if chunks:
+            # A client that declared more than it sends would hold the request open forever.
+            try:
+                async with asyncio.timeout(BODY_TIMEOUT):
+                    message = await receive()
+            except TimeoutError:
+                return b"", _SHORT_BODY
+        else:
+            message = await receive()
         if message["type"] != "http.request":
             return b"", None
         chunk = message.get("body", b"")
@@ -119,3 +137,14 @@ async def _read_body(receive: Receive) -> tuple[bytes, e.RelayError | None]:
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks), None
+
+
+def _length_mismatch(scope: Scope, size: int) -> e.RelayError | None:
+    """A Content-Length that does not match the body read. HTTP servers frame a body
+    by its length, so this is what is left to see when one does not."""
+    length = dict(scope["headers"]).get(b"content-length")
+    if length is None or int(length) == size:
+        return None
+    return e.InvalidRequest(
+        f"Content-Length says {int(length)} bytes; the body has {size}.", param="Content-Length"
+    )

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+
+from relay.verifications.models import Status
 
 MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=40)]
 MetadataValue = Annotated[str, StringConstraints(max_length=500)]
@@ -17,6 +19,42 @@ class Strict(BaseModel):
 
 
 E164_PATTERN = r"^\+[1-9][0-9]{6,14}$"
+# What `relay.webhooks.guard.url_problem` accepts, as far as a pattern can say it:
+# https, a host, no user name or password, no whitespace or backslash. Private and
+# reserved IP literals are refused too, which the description states.
+WEBHOOK_URL_PATTERN = r"^https://[^\s/?#@\\]+(?:[/?#][^\s\\]*)?$"
+WebhookUrl = Annotated[str, StringConstraints(max_length=2048)]
+
+
+# The languages Relay has SMS templates for, with any BCP 47 subtags after them
+# (`pt-BR`, `fr_CA`); the server also checks the tag is well-formed BCP 47.
+LOCALE_PATTERN = r"^([Ee][Nn]|[Ee][Ss]|[Ff][Rr]|[Dd][Ee]|[Pp][Tt])([-_][0-9A-Za-z]{1,8})*$"
+Locale = Annotated[str, StringConstraints(min_length=2, max_length=35)]
+
+
+def locale_field() -> Any:
+    return Field(
+        "en",
+        description="BCP 47 tag choosing the SMS template: en, es, fr, de or pt, with "
+        "optional subtags (pt-BR).",
+        json_schema_extra={"pattern": LOCALE_PATTERN},
+    )
+
+
+def id_pattern(*prefixes: str) -> str:
+    """Relay's ids: a prefix, `_`, and 26 Crockford base32 characters (`relay.ids`)."""
+    return f"^({'|'.join(prefixes)})_[0-9A-HJKMNP-TV-Z]{{26}}$"
+
+
+def webhook_url_field(what: str) -> Any:
+    return Field(
+        None,
+        description=(
+            f"HTTPS URL that receives {what} events: at most 2048 characters, no user "
+            "name or password, not an IP literal in a private or reserved range."
+        ),
+        json_schema_extra={"pattern": WEBHOOK_URL_PATTERN},
+    )
 
 
 class CreateVerificationBody(Strict):
@@ -25,20 +63,35 @@ class CreateVerificationBody(Strict):
         examples=["+14155552671"],
         pattern=E164_PATTERN,
     )
-    webhook_url: Annotated[str, StringConstraints(max_length=2048)] | None = Field(
-        None, description="HTTPS URL that receives this verification's events."
-    )
+    webhook_url: WebhookUrl | None = webhook_url_field("this verification's")
     metadata: Metadata = Field(
         default_factory=dict, description="Up to 20 string values, echoed in objects and events."
     )
     code_length: int = Field(6, ge=4, le=10, description="Digits in the code.")
     ttl: int = Field(600, ge=60, le=3600, description="Seconds the code stays valid.")
-    locale: Annotated[str, StringConstraints(min_length=2, max_length=35)] = Field(
-        "en", description="BCP 47 tag choosing the SMS template (en, es, fr, de, pt)."
-    )
+    locale: Locale = locale_field()
 
 
 class CheckVerificationBody(Strict):
+    """Exactly one of `id` and `to`."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "required": ["id"],
+                    "properties": {"id": {"type": "string"}, "to": {"type": "null"}},
+                },
+                {
+                    "required": ["to"],
+                    "properties": {"to": {"type": "string"}, "id": {"type": "null"}},
+                },
+            ]
+        },
+    )
+
     id: str | None = Field(None, description="The verification to check (`ver_…`).")
     to: str | None = Field(
         None,
@@ -118,15 +171,11 @@ class SendMessageBody(Strict):
         pattern=r"^[0-9A-Za-z]{4,10}$",
         examples=["482913"],
     )
-    webhook_url: Annotated[str, StringConstraints(max_length=2048)] | None = Field(
-        None, description="HTTPS URL that receives this message's events."
-    )
+    webhook_url: WebhookUrl | None = webhook_url_field("this message's")
     metadata: Metadata = Field(
         default_factory=dict, description="Up to 20 string values, echoed in objects and events."
     )
-    locale: Annotated[str, StringConstraints(min_length=2, max_length=35)] = Field(
-        "en", description="BCP 47 tag choosing the SMS template (en, es, fr, de, pt)."
-    )
+    locale: Locale = locale_field()
 
 
 class MessageObject(BaseModel):
@@ -147,3 +196,36 @@ class MessageObject(BaseModel):
 
 class Health(BaseModel):
     ok: bool
+
+
+class CancelBody(Strict):
+    """Optional, and empty: cancel takes no fields."""
+
+
+class Query(BaseModel):
+    # Lax: query values arrive as text, so "10" is a limit and "2024-05-01T12:00:00Z" a time.
+    model_config = ConfigDict(extra="forbid")
+
+
+class VerificationListQuery(Query):
+    limit: int = Field(10, ge=1, le=100, description="Page size.")
+    starting_after: str | None = Field(
+        None,
+        description="Cursor: a verification id. Not with ending_before.",
+        pattern=id_pattern("ver"),
+    )
+    ending_before: str | None = Field(
+        None,
+        description="Cursor: a verification id. Not with starting_after.",
+        pattern=id_pattern("ver"),
+    )
+    status: Status | None = Field(None, description="Only verifications in this status.")
+    to: str | None = Field(
+        None, description="Only verifications sent to this number, E.164.", pattern=E164_PATTERN
+    )
+    created_gte: AwareDatetime | None = Field(
+        None, alias="created[gte]", description="Created at or after, with a time zone."
+    )
+    created_lt: AwareDatetime | None = Field(
+        None, alias="created[lt]", description="Created before, with a time zone."
+    )
