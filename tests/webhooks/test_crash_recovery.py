@@ -12,7 +12,6 @@ import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +22,6 @@ from relay.clock import OffsetClock
 from relay.config import Settings
 from relay.events import store as event_store
 from relay.events.delivery import DeliveryWorker
-from relay.events.models import EventType, NewEvent
-from relay.ids import new_id
 from relay.services import Services, build_services
 from relay.webhooks import verify
 from tests.harness import TEST_CODE_KEY, free_port
@@ -33,6 +30,7 @@ from tests.webhooks.receiver import (
     Receiver,
     isolated_database,
     number,
+    record_events,
     running_receiver,
     wait_until,
     webhook_settings,
@@ -68,25 +66,6 @@ async def pair(settings: Settings) -> AsyncIterator[tuple[Services, Services]]:
     finally:
         await first.close()
         await second.close()
-
-
-async def record_events(services: Services, url: str, count: int) -> tuple[str, list[str]]:
-    """An account, and `count` deliverable events for it written straight to the outbox."""
-    account = await services.accounts.create_account("Workers")
-    now = datetime.now(UTC)
-    made = [
-        NewEvent(new_id("evt"), EventType.VERIFICATION_SENT, now, False, {"n": i})
-        for i in range(count)
-    ]
-
-    def work(conn: Any) -> None:
-        for event in made:
-            event_store.record(
-                conn, event, account_id=account.id, related_id=new_id("ver"), webhook_url=url
-            )
-
-    await services.db.write(work)
-    return account.webhook_secret, [event.id for event in made]
 
 
 async def test_two_workers_claiming_at_the_same_moment_never_take_the_same_delivery(
