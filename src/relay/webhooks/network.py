@@ -18,6 +18,7 @@ import httpcore
 import httpx
 
 from relay.webhooks.guard import IPNetwork, Resolver, resolve_permitted
+from relay.webhooks.streams import AsyncioBackend
 
 # As long as an idle keep-alive connection is kept: a pool with none left is closed.
 IDLE_POOL_SECONDS = 30.0
@@ -35,7 +36,7 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
     ) -> None:
         self._allowed = tuple(allowed)
         self._resolver = resolver
-        self._inner = inner or httpcore.AnyIOBackend()
+        self._inner = inner or AsyncioBackend()
 
     async def connect_tcp(
         self,
