@@ -3,8 +3,8 @@
 The host name is resolved once, every address is checked by
 `relay.webhooks.guard`, and the TCP connection goes to a checked IP address,
 while TLS still sends the host name as SNI and verifies the certificate
-against it. httpx sees an ordinary transport; the guard lives in the httpcore
-network backend, below any place where a name could be looked up again.
+against it. The guard lives in the httpcore network backend, below any place
+where a name could be looked up again.
 """
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ from __future__ import annotations
 import select
 import socket
 import ssl
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import httpcore
-import httpx
 
 from relay.webhooks.guard import IPNetwork, Resolver, resolve_permitted
 from relay.webhooks.streams import AsyncioBackend
@@ -113,65 +112,24 @@ def socket_is_readable(sock: socket.socket | None) -> bool:
     return bool(poller.poll(0))
 
 
-class GuardedTransport(httpx.AsyncBaseTransport):
-    """An httpx transport over an httpcore pool that uses `GuardedBackend`.
+def guarded_pool(
+    *,
+    ssl_context: ssl.SSLContext,
+    allowed: Sequence[IPNetwork],
+    resolver: Resolver,
+    max_connections: int = 10,
+) -> httpcore.AsyncConnectionPool:
+    """An HTTP/1.1 keep-alive pool whose every connection goes through `GuardedBackend`.
 
     It raises httpcore's exceptions and `GuardError` as they are, unmapped.
     """
-
-    def __init__(
-        self,
-        *,
-        ssl_context: ssl.SSLContext,
-        allowed: Sequence[IPNetwork],
-        resolver: Resolver,
-        max_connections: int = 10,
-    ) -> None:
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=ssl_context,
-            network_backend=GuardedBackend(allowed=allowed, resolver=resolver),
-            http1=True,
-            http2=False,
-            retries=0,
-            max_connections=max_connections,
-            max_keepalive_connections=max_connections,
-            keepalive_expiry=IDLE_POOL_SECONDS,
-        )
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        assert isinstance(request.stream, httpx.AsyncByteStream)
-        url = httpcore.URL(
-            scheme=request.url.raw_scheme,
-            host=request.url.raw_host,
-            port=request.url.port,
-            target=request.url.raw_path,
-        )
-        core_request = httpcore.Request(
-            request.method,
-            url,
-            headers=request.headers.raw,
-            content=request.stream,
-            extensions=request.extensions,
-        )
-        core_response = await self._pool.handle_async_request(core_request)
-        return httpx.Response(
-            status_code=core_response.status,
-            headers=core_response.headers,
-            stream=_ResponseStream(core_response),
-            extensions=core_response.extensions,
-        )
-
-    async def aclose(self) -> None:
-        await self._pool.aclose()
-
-
-class _ResponseStream(httpx.AsyncByteStream):
-    def __init__(self, response: httpcore.Response) -> None:
-        self._response = response
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self._response.aiter_stream():
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self._response.aclose()
+    return httpcore.AsyncConnectionPool(
+        ssl_context=ssl_context,
+        network_backend=GuardedBackend(allowed=allowed, resolver=resolver),
+        http1=True,
+        http2=False,
+        retries=0,
+        max_connections=max_connections,
+        max_keepalive_connections=max_connections,
+        keepalive_expiry=IDLE_POOL_SECONDS,
+    )

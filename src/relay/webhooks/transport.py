@@ -29,7 +29,7 @@ from relay.webhooks.guard import (
     system_resolver,
     url_problem,
 )
-from relay.webhooks.network import IDLE_POOL_SECONDS, GuardedTransport, socket_is_readable
+from relay.webhooks.network import IDLE_POOL_SECONDS, guarded_pool, socket_is_readable
 
 __all__ = ["DeliveryResult", "WebhookClient", "post", "socket_is_readable"]
 
@@ -109,7 +109,7 @@ class WebhookClient:
         pool.in_flight += 1
         try:
             async with asyncio.timeout(self._timeout):
-                status, excerpt = await _exchange(pool.client, url, body, headers)
+                status, excerpt = await _exchange(pool.pool, url, body, headers, self._timeout)
         except _NETWORK_ERRORS as exc:
             return _failure(_classify(exc), started)
         finally:
@@ -122,13 +122,13 @@ class WebhookClient:
     def _pool(self, key: str) -> _Pool:
         pool = self._pools.get(key)
         if pool is None:
-            transport = GuardedTransport(
+            connections = guarded_pool(
                 ssl_context=self._ssl_context,
                 allowed=self._allowed,
                 resolver=self._resolver,
                 max_connections=self._concurrency,
             )
-            pool = self._pools[key] = _Pool(_client(transport, self._timeout))
+            pool = self._pools[key] = _Pool(connections)
         return pool
 
     async def _close_idle(self, now: float) -> None:
@@ -139,17 +139,17 @@ class WebhookClient:
             if not pool.in_flight and now - pool.used > IDLE_POOL_SECONDS
         ]
         for key in idle:
-            await self._pools.pop(key).client.aclose()
+            await self._pools.pop(key).pool.aclose()
 
     async def aclose(self) -> None:
         pools, self._pools = list(self._pools.values()), {}
         for pool in pools:
-            await pool.client.aclose()
+            await pool.pool.aclose()
 
 
 @dataclass
 class _Pool:
-    client: httpx.AsyncClient
+    pool: httpcore.AsyncConnectionPool
     in_flight: int = 0
     used: float = 0.0
 
@@ -177,32 +177,63 @@ async def post(
         await client.aclose()
 
 
-def _client(transport: httpx.AsyncBaseTransport, timeout: float) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        transport=transport,
-        follow_redirects=False,
-        # Nothing from the environment (proxies, netrc): the guard must see
-        # the real destination and no credentials may leak to it.
-        trust_env=False,
-        # Per phase only; the deadline for the whole attempt is the
-        # asyncio.timeout around the exchange.
-        timeout=timeout,
-        headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
-    )
-
-
 async def _exchange(
-    client: httpx.AsyncClient, url: str, body: bytes, headers: Mapping[str, str]
+    pool: httpcore.AsyncConnectionPool,
+    url: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    timeout: float,  # noqa: ASYNC109 -- per phase; the caller holds the whole deadline
 ) -> tuple[int, bytes]:
-    async with client.stream("POST", url, content=body, headers=dict(headers)) as response:
-        return response.status_code, await _read_at_most(response, MAX_RESPONSE_BYTES)
+    # httpx parses the URL (IDNA, IPv6 literals, the Host header's form);
+    # httpcore's pool does the rest. Nothing is read from the environment
+    # (proxies, netrc): the guard sees the real destination, and no
+    # credentials leak to it. Redirects are never followed.
+    parsed = httpx.URL(url)
+    request = httpcore.Request(
+        "POST",
+        httpcore.URL(
+            scheme=parsed.raw_scheme,
+            host=parsed.raw_host,
+            port=parsed.port,
+            target=parsed.raw_path,
+        ),
+        headers=_request_headers(parsed, body, headers),
+        content=body,
+        extensions={
+            "timeout": {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
+        },
+    )
+    response = await pool.handle_async_request(request)
+    try:
+        return response.status, await _read_at_most(response, MAX_RESPONSE_BYTES)
+    finally:
+        await response.aclose()
 
 
-async def _read_at_most(response: httpx.Response, limit: int) -> bytes:
+def _request_headers(
+    url: httpx.URL, body: bytes, headers: Mapping[str, str]
+) -> list[tuple[bytes, bytes]]:
+    given = {name.lower() for name in headers}
+    defaults = [
+        (b"Host", url.netloc),
+        (b"Accept", b"*/*"),
+        # Identity: the answer's bytes are counted, never decompressed.
+        (b"Accept-Encoding", b"identity"),
+        (b"Connection", b"keep-alive"),
+        (b"User-Agent", USER_AGENT.encode()),
+        (b"Content-Length", str(len(body)).encode()),
+    ]
+    return [
+        *((name, value) for name, value in defaults if name.decode().lower() not in given),
+        *((name.encode(), value.encode()) for name, value in headers.items()),
+    ]
+
+
+async def _read_at_most(response: httpcore.Response, limit: int) -> bytes:
     # Raw bytes, counted as they arrive: a receiver cannot make us buffer an
     # endless or decompression-bombed body. Leaving early closes the connection.
     received = bytearray()
-    async for chunk in response.aiter_raw():
+    async for chunk in response.aiter_stream():
         received += chunk[: limit - len(received)]
         if len(received) >= limit:
             break
