@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from relay.events.claims import Capacity
 from relay.events.delivery import DeliveryWorker
 from relay.services import Services, build_services
 from relay.webhooks import verify
+from relay.webhooks.guard import endpoint
 from tests.webhooks.receiver import (
     Identity,
     Receiver,
@@ -86,3 +88,43 @@ async def test_a_hanging_receiver_holds_only_its_endpoints_slots_while_another_g
     assert not stuck.answered
     for request in healthy.requests("/ok"):
         verify(request.body, request.signature, secret)
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://hooks.example/relay?token=1", "https://hooks.example"),
+        ("https://hooks.example:8443/a/b", "https://hooks.example:8443"),
+        ("https://hooks.example?token=1", "https://hooks.example"),
+        ("https://hooks.example", "https://hooks.example"),
+        ("https://[2001:db8::1]:8443/x", "https://[2001:db8::1]:8443"),
+    ],
+)
+def test_an_endpoint_is_the_url_before_its_path_query_or_fragment(url: str, expected: str) -> None:
+    assert endpoint(url) == expected
+
+
+async def test_a_full_endpoint_is_skipped_by_the_claim_but_a_longer_host_it_prefixes_is_not(
+    services: Services,
+) -> None:
+    _, full = await record_events(services, "https://a.example/hook", 2)
+    _, also_full = await record_events(services, "https://a.example?via=query", 1)
+    _, other = await record_events(services, "https://a.example.org/hook", 2)
+    capacity = Capacity(total=8, per_endpoint=2, busy_endpoints={"https://a.example": 2})
+
+    batch = await services.events.ledger.claim(owner="w", capacity=capacity)
+
+    assert sorted(c.event_id for c in batch.claims) == sorted(other)
+    assert not {c.event_id for c in batch.claims} & {*full, *also_full}
+
+
+async def test_a_claim_takes_no_more_from_one_endpoint_than_its_free_slots(
+    services: Services,
+) -> None:
+    await record_events(services, "https://a.example/hook", 5)
+    capacity = Capacity(total=8, per_endpoint=3, busy_endpoints={"https://a.example": 1})
+
+    batch = await services.events.ledger.claim(owner="w", capacity=capacity)
+
+    assert len(batch.claims) == 2
+    assert batch.waiting == {"https://a.example"}
