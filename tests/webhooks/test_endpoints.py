@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from relay.config import Settings
 from relay.events.claims import Capacity
 from relay.events.delivery import DeliveryWorker
 from relay.services import Services, build_services
@@ -46,13 +47,16 @@ def healthy(identity: Identity) -> Iterator[Receiver]:
 
 
 @pytest.fixture
-async def services(
-    tmp_path: Path, database_url: str, identity: Identity
-) -> AsyncIterator[Services]:
+def settings(tmp_path: Path, database_url: str, identity: Identity) -> Settings:
     url = isolated_database(database_url, "endpoints", tmp_path)
     # A deadline far beyond the test: a delivery that waits for a hanging
     # attempt to give up waits for the whole test and fails it.
-    services = build_services(webhook_settings(tmp_path, url, identity, webhook_timeout=60))
+    return webhook_settings(tmp_path, url, identity, webhook_timeout=60)
+
+
+@pytest.fixture
+async def services(settings: Settings) -> AsyncIterator[Services]:
+    services = build_services(settings)
     try:
         yield services
     finally:
