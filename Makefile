@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint install clean
+.PHONY: run test lint install clean bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,12 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+## Every benchmark comparison in one go (about 10 minutes on 2 cores; needs wrk, kannel,
+## node and PostgreSQL): prints one table, writes bench/results/latest.json.
+## `make bench SMOKE=1`: a few seconds each, figures meaningless (CI).
+bench: $(STAMP)
+	$(BIN)/python bench/run_all.py $(if $(SMOKE),--smoke)
 
 clean:
 	rm -rf $(VENV) .relay .mypy_cache .ruff_cache .pytest_cache

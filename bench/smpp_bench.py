@@ -17,6 +17,7 @@ Usage:
   .venv/bin/python bench/smpp_bench.py [--seconds 10] [--connections 64] [--db sqlite|pg]
                                        [--kannel [--kannel-messages 20000]]
   .venv/bin/python bench/smpp_bench.py --smoke     # a few seconds, for CI
+bench/run_all.py calls `run(parse([...]))` for the figures as data.
 """
 
 from __future__ import annotations
@@ -172,6 +173,13 @@ def relay_side(args: argparse.Namespace, work: Path, peer_port: int) -> Outcome:
 @contextmanager
 def relay_serving(env: dict[str, str], data: Path, workers: int) -> Iterator[str]:
     """`relay serve --workers N` on a free port, answering: yields its URL."""
+    with relay_process(env, data, workers) as (url, _pid):
+        yield url
+
+
+@contextmanager
+def relay_process(env: dict[str, str], data: Path, workers: int) -> Iterator[tuple[str, int]]:
+    """`relay serve --workers N` on a free port, answering: yields its URL and process id."""
     relay_cert = ensure_self_signed(data / "tls")  # serve uses it rather than make one
     port = free_port()
     url = f"https://127.0.0.1:{port}"
@@ -181,7 +189,7 @@ def relay_serving(env: dict[str, str], data: Path, workers: int) -> Iterator[str
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
     try:
         wait_ready(url, ssl.create_default_context(cafile=str(relay_cert.cert)), process)
-        yield url
+        yield url, process.pid
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -287,7 +295,7 @@ def report(args: argparse.Namespace, outcome: Outcome, kannel_rate: float | None
         raise SystemExit("not every message was reported delivered")
 
 
-def main() -> None:
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--connections", type=int, default=64)
@@ -298,12 +306,22 @@ def main() -> None:
     parser.add_argument("--kannel", action="store_true", help="measure Kannel side by side")
     parser.add_argument("--kannel-messages", type=int, default=20000)
     parser.add_argument("--smoke", action="store_true", help="2 seconds, for CI")
-    args = parser.parse_args()
-    if shutil.which("wrk") is None:
-        raise SystemExit("wrk is missing: apt-get install -y wrk")
+    args = parser.parse_args(argv)
     if args.smoke:
         args.seconds, args.connections = 2, 16
-    outcome = asyncio.run(with_peer(args))
+    return args
+
+
+def run(args: argparse.Namespace) -> Outcome:
+    """Relay's side of one run (bench/run_all.py calls this; Kannel is measured apart)."""
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is missing: apt-get install -y wrk")
+    return asyncio.run(with_peer(args))
+
+
+def main() -> None:
+    args = parse()
+    outcome = run(args)
     kannel_rate = None
     if args.kannel:
         from bench.kannel_reference import measure_kannel

@@ -36,6 +36,7 @@ servers.
 Usage:
   .venv/bin/python bench/verify_bench.py [--db sqlite|pg] [--seconds 10] [--connections 64]
   .venv/bin/python bench/verify_bench.py --smoke      # a few seconds, for CI
+bench/run_all.py calls `run(parse([...]))` and `figures(rows)` for the figures as data.
 PostgreSQL: RELAY_BENCH_PG, default postgresql://127.0.0.1:5432/relay_bench_http;
 create it once: psql -h 127.0.0.1 -U postgres -c 'CREATE DATABASE relay_bench_http'
 """
@@ -405,7 +406,7 @@ class Driver:
         return len(set(self.ids.read_text().split()))
 
 
-def main() -> None:
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--db", choices=["sqlite", "pg"], default="sqlite")
     parser.add_argument("--seconds", type=int, default=10, help="per measured run")
@@ -416,20 +417,44 @@ def main() -> None:
     )
     parser.add_argument("--warmup", type=int, default=2, help="seconds of creates before measuring")
     parser.add_argument("--smoke", action="store_true", help="1-second runs, for CI")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.smoke:
         args.seconds, args.connections, args.warmup = 1, 8, 0
     if args.processes is None:
         args.processes = 2 if args.db == "pg" else 1
     if args.db == "sqlite" and args.processes != 1:
         raise SystemExit("SQLite is served by one process; use --db pg for --processes > 1")
+    return args
+
+
+def main() -> None:
+    args = parse()
+    report(run(args), args)
+
+
+def run(args: argparse.Namespace) -> list[Row]:
+    """Every measured row of one run, the floor's first (bench/run_all.py calls this)."""
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed (Debian: apt-get install wrk); nothing was run")
     if args.db == "pg":
         asyncio.run(_require_database(PG_URL))
         asyncio.run(reset_schema(PG_URL))
     with tempfile.TemporaryDirectory() as tmp:
-        run_all(Path(tmp), args)
+        return run_all(Path(tmp), args)
+
+
+def figures(rows: list[Row]) -> dict[str, float]:
+    """Relay's rate over the floor's at peak, and Relay's p99 at half its peak."""
+    peak = {(r.server, r.call): r.result for r in rows if r.result.target_rps is None}
+    paced = {r.call: r.result for r in rows if r.result.target_rps is not None}
+    found: dict[str, float] = {}
+    for call in ("create", "check"):
+        relay, floor = peak[("relay", call)], peak[("reference", call)]
+        found[f"{call}_ratio"] = relay.rps / floor.rps
+        found[f"{call}_rps"] = relay.rps
+        found[f"{call}_floor_rps"] = floor.rps
+        found[f"{call}_p99_ms"] = paced[call].p99_ms
+    return found
 
 
 async def _require_database(url: str) -> None:
@@ -460,7 +485,7 @@ async def reset_schema(url: str) -> None:
         await connection.close()
 
 
-def run_all(tmp: Path, args: argparse.Namespace) -> None:
+def run_all(tmp: Path, args: argparse.Namespace) -> list[Row]:
     from relay.tls import ensure_self_signed
 
     cert = ensure_self_signed(tmp / "tls")
@@ -532,7 +557,7 @@ def run_all(tmp: Path, args: argparse.Namespace) -> None:
             wait_ready(url, context, process)
             driver = Driver(name, url, key, tmp, load, process.pid)
             rows += measure(driver, args)
-    report(rows, args)
+    return rows
 
 
 def measure(driver: Driver, args: argparse.Namespace) -> list[Row]:

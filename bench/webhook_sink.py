@@ -3,8 +3,11 @@
 Run by bench/smpp_bench.py in a process of its own (uvicorn, TLS), so that
 receiving webhooks does not compete with the load generator for one
 interpreter. `GET /stats` answers `{"counts": {type: n}, "first": seconds,
-"last": seconds}`, where `first` and `last` are the monotonic clock (shared by
-every process of the machine) of the first and last `message.delivered`.
+"last": seconds, "paths": {path: {"count": n, "first": seconds, "last":
+seconds}}}`, where `first` and `last` are the monotonic clock (shared by every
+process of the machine) of the first and last `message.delivered`, over all
+paths and per path (bench/webhook_bench.py posts each of its runs to a path of
+its own).
 
   python bench/webhook_sink.py --port 9443 --cert c.pem --key k.pem
 """
@@ -28,6 +31,7 @@ Send = Callable[[Message], Awaitable[None]]
 counts: Counter[str] = Counter()
 first_delivered = 0.0
 last_delivered = 0.0
+paths: dict[str, dict[str, float]] = {}
 
 
 async def app(scope: Scope, receive: Receive, send: Send) -> None:
@@ -35,7 +39,9 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] != "http":
         return
     if scope["method"] == "GET":
-        body = orjson.dumps({"counts": counts, "first": first_delivered, "last": last_delivered})
+        body = orjson.dumps(
+            {"counts": counts, "first": first_delivered, "last": last_delivered, "paths": paths}
+        )
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": body})
         return
@@ -56,6 +62,9 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
     if kind == "message.delivered":
         last_delivered = time.monotonic()
         first_delivered = first_delivered or last_delivered
+        path = paths.setdefault(scope["path"], {"count": 0, "first": last_delivered})
+        path["count"] += 1
+        path["last"] = last_delivered
     await send({"type": "http.response.start", "status": 204, "headers": []})
     await send({"type": "http.response.body", "body": b""})
 

@@ -59,6 +59,10 @@ class Settings(BaseSettings):
     # How often an idle delivery loop looks for work it was not woken for: events
     # another process wrote, expired leases. Its own commits wake it at once.
     webhook_poll_interval: float = Field(0.5, gt=0, le=60)
+    # Attempts in flight per process, in total and per endpoint (scheme, host,
+    # port): a receiver that hangs holds its own share of slots, no more.
+    webhook_concurrency: int = Field(64, ge=1, le=4096)
+    webhook_endpoint_concurrency: int = Field(16, ge=1, le=4096)
     # False when separate `relay worker` processes do the background work.
     serve_background: bool = True
 

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,10 @@ from sqlalchemy.engine import make_url
 from relay.config import Settings
 from relay.db.urls import is_postgres
 from relay.db.migrate import upgrade
+from relay.events import store as event_store
+from relay.events.models import EventType, NewEvent
+from relay.ids import new_id
+from relay.services import Services
 from tests.harness import RunningServer, ServerThread, test_settings
 
 # Short, so retries take well under seconds; spread apart, so their order shows.
@@ -336,3 +341,22 @@ def settled(api: httpx.Client, related: str, count: int) -> list[dict[str, Any]]
 def number(i: int) -> str:
     """Distinct valid numbers: one pending verification per number is the rule."""
     return f"+1415555{i % 10000:04d}"
+
+
+async def record_events(services: Services, url: str, count: int) -> tuple[str, list[str]]:
+    """An account, and `count` deliverable events for it written straight to the outbox."""
+    account = await services.accounts.create_account("Workers")
+    now = datetime.now(UTC)
+    made = [
+        NewEvent(new_id("evt"), EventType.VERIFICATION_SENT, now, False, {"n": i})
+        for i in range(count)
+    ]
+
+    def work(conn: Any) -> None:
+        for event in made:
+            event_store.record(
+                conn, event, account_id=account.id, related_id=new_id("ver"), webhook_url=url
+            )
+
+    await services.db.write(work)
+    return account.webhook_secret, [event.id for event in made]

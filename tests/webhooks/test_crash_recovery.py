@@ -12,7 +12,6 @@ import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +21,9 @@ import pytest
 from relay.clock import OffsetClock
 from relay.config import Settings
 from relay.events import store as event_store
+from relay.events.claims import Capacity, Finished
 from relay.events.delivery import DeliveryWorker
-from relay.events.models import EventType, NewEvent
-from relay.ids import new_id
+from relay.events.store import Claim
 from relay.services import Services, build_services
 from relay.webhooks import verify
 from tests.harness import TEST_CODE_KEY, free_port
@@ -33,6 +32,7 @@ from tests.webhooks.receiver import (
     Receiver,
     isolated_database,
     number,
+    record_events,
     running_receiver,
     wait_until,
     webhook_settings,
@@ -70,23 +70,10 @@ async def pair(settings: Settings) -> AsyncIterator[tuple[Services, Services]]:
         await second.close()
 
 
-async def record_events(services: Services, url: str, count: int) -> tuple[str, list[str]]:
-    """An account, and `count` deliverable events for it written straight to the outbox."""
-    account = await services.accounts.create_account("Workers")
-    now = datetime.now(UTC)
-    made = [
-        NewEvent(new_id("evt"), EventType.VERIFICATION_SENT, now, False, {"n": i})
-        for i in range(count)
-    ]
-
-    def work(conn: Any) -> None:
-        for event in made:
-            event_store.record(
-                conn, event, account_id=account.id, related_id=new_id("ver"), webhook_url=url
-            )
-
-    await services.db.write(work)
-    return account.webhook_secret, [event.id for event in made]
+async def claim(services: Services, owner: str, limit: int) -> list[Claim]:
+    """What the delivery loop claims with `limit` free slots, as `owner`."""
+    capacity = Capacity(total=limit, per_endpoint=limit)
+    return (await services.events.ledger.claim(owner=owner, capacity=capacity)).claims
 
 
 async def test_two_workers_claiming_at_the_same_moment_never_take_the_same_delivery(
@@ -97,7 +84,7 @@ async def test_two_workers_claiming_at_the_same_moment_never_take_the_same_deliv
     claimed: list[str] = []
     while True:
         batches = await asyncio.gather(
-            *(s.events.claim(owner=f"w{i}", limit=3) for i, s in enumerate(pair) for _ in "ab")
+            *(claim(s, f"w{i}", 3) for i, s in enumerate(pair) for _ in "ab")
         )
         if not any(batches):
             break
@@ -135,16 +122,17 @@ async def test_a_lease_that_ran_out_is_taken_over_and_the_late_worker_cannot_rec
     stuck, rescuer = build_services(settings), build_services(settings, clock=clock)
     try:
         _, [event_id] = await record_events(stuck, receiver.url("/ok"), 1)
-        [held] = await stuck.events.claim(owner="stuck", limit=5)
-        assert await rescuer.events.claim(owner="rescuer", limit=5) == []
+        [held] = await claim(stuck, "stuck", 5)
+        assert await claim(rescuer, "rescuer", 5) == []
 
         clock.advance(settings.webhook_timeout + 11)  # past the default lease
-        [taken] = await rescuer.events.claim(owner="rescuer", limit=5)
+        [taken] = await claim(rescuer, "rescuer", 5)
 
         assert (taken.event_id, taken.number) == (event_id, 2)
         attempt = event_store.AttemptRecord(clock.now(), 200, None, 5)
-        assert await stuck.events.finish(held, attempt, ok=True) is None
-        assert await rescuer.events.finish(taken, attempt, ok=True) is not None
+        assert await stuck.events.ledger.record([Finished(held, attempt, ok=True)]) == [None]
+        [recorded] = await rescuer.events.ledger.record([Finished(taken, attempt, ok=True)])
+        assert recorded is not None
         api_view = await rescuer.db.read(
             lambda c: event_store._attempts_for(c, [event_id])[event_id]
         )

@@ -18,6 +18,7 @@ from relay.crypto import Keyring
 from relay.db.engine import Database, T, Work
 from relay.errors import ResourceMissing
 from relay.events import store
+from relay.events.claims import Ledger
 from relay.events.schedule import Next, after_attempt, max_attempts
 from relay.events.store import AttemptRecord, Claim, EventQuery, StoredEvent
 
@@ -34,6 +35,8 @@ class DeliverySettings:
     allowed_networks: tuple[IpNetwork, ...]
     ca_bundle: str | None
     poll_interval: float = 0.5
+    concurrency: int = 64
+    endpoint_concurrency: int = 16
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DeliverySettings:
@@ -49,6 +52,8 @@ class DeliverySettings:
             allowed_networks=tuple(settings.webhook_allowed_networks),
             ca_bundle=None if bundle is None else str(bundle),
             poll_interval=settings.webhook_poll_interval,
+            concurrency=settings.webhook_concurrency,
+            endpoint_concurrency=settings.webhook_endpoint_concurrency,
         )
 
 
@@ -101,6 +106,10 @@ class EventService:
         self._random = random
         self.delivery = delivery
         self.wake = wake
+        # Batched claims and records for the delivery loop (relay.events.claims).
+        self.ledger = Ledger(
+            db, clock, lease=delivery.lease, schedule=delivery.schedule, random=random
+        )
 
     def now(self) -> datetime:
         return self._clock.now()

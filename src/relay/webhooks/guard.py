@@ -146,6 +146,21 @@ def url_problem(url: str, *, allowed: Sequence[IPNetwork] = ()) -> UrlProblem | 
     return _literal_problem(parts.hostname, allowed)
 
 
+def endpoint(url: str) -> str:
+    """The receiver a URL names, as written: everything before its path, query or fragment.
+
+    `https://hooks.example:8443/a?b` → `https://hooks.example:8443`. Not
+    normalised: the delivery loop matches it against stored URLs as a prefix.
+    """
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        return url
+    for index, char in enumerate(rest):
+        if char in "/?#":
+            return f"{scheme}://{rest[:index]}"
+    return url
+
+
 def _literal_problem(host: str, allowed: Sequence[IPNetwork]) -> UrlProblem | None:
     literal = _ip_literal(host)
     if literal is None:

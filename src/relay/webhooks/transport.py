@@ -1,21 +1,17 @@
 """One outbound webhook POST: guarded destination, verified TLS, one deadline.
 
-The host name is resolved once, every address is checked by
-`relay.webhooks.guard`, and the TCP connection goes to a checked IP address,
-while TLS still sends the host name as SNI and verifies the certificate
-against it. httpx sees an ordinary transport; the guard lives in the httpcore
-network backend, below any place where a name could be looked up again.
+The destination is checked where each connection opens, in
+`relay.webhooks.network`; this module is the attempt around it: the URL
+rules, the deadline, the response cap and how a failure is named.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import select
-import socket
 import ssl
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -29,10 +25,13 @@ from relay.webhooks.guard import (
     RefusedDestinationError,
     Resolver,
     UnresolvableHostError,
-    resolve_permitted,
+    endpoint,
     system_resolver,
     url_problem,
 )
+from relay.webhooks.network import IDLE_POOL_SECONDS, guarded_pool, socket_is_readable
+
+__all__ = ["DeliveryResult", "WebhookClient", "post", "socket_is_readable"]
 
 MAX_RESPONSE_BYTES = 64 * 1024
 USER_AGENT = "Relay-Webhooks/1"
@@ -66,10 +65,14 @@ class DeliveryResult:
 class WebhookClient:
     """Keep-alive connections for many deliveries: one TLS handshake per receiver, not per event.
 
+    One connection pool per endpoint (scheme, host and port as written), of at
+    most `concurrency` connections: a pool is searched on every request, so
+    small pools keep that cheap, and one receiver's connections never crowd
+    out another's. A pool idle for `IDLE_POOL_SECONDS` is closed.
+
     The private-address guard runs when a connection is opened (the address it
     connects to is the one checked), so reusing that connection is as safe as
-    opening it was. `concurrency` bounds the connections held at once; a
-    delivery worker never runs more attempts than that.
+    opening it was.
     """
 
     def __init__(
@@ -83,13 +86,11 @@ class WebhookClient:
     ) -> None:
         self._timeout = timeout
         self._allowed = allowed_networks
-        transport = GuardedTransport(
-            ssl_context=_ssl_context(ca_bundle),
-            allowed=allowed_networks,
-            resolver=resolver,
-            max_connections=concurrency,
-        )
-        self._client = _client(transport, timeout)
+        self._ssl_context = _ssl_context(ca_bundle)
+        self._resolver = resolver
+        self._concurrency = concurrency
+        self._pools: dict[str, _Pool] = {}
+        self._swept = time.monotonic()
 
     async def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> DeliveryResult:
         """POST `body` to `url` once; any 2xx is success. Never raises for network problems.
@@ -104,15 +105,53 @@ class WebhookClient:
                 "refused_address" if problem == "refused_address" else "invalid_url"
             )
             return _failure(error, started)
+        pool = self._pool(endpoint(url))
+        pool.in_flight += 1
         try:
             async with asyncio.timeout(self._timeout):
-                status, excerpt = await _exchange(self._client, url, body, headers)
+                status, excerpt = await _exchange(pool.pool, url, body, headers, self._timeout)
         except _NETWORK_ERRORS as exc:
             return _failure(_classify(exc), started)
+        finally:
+            pool.in_flight -= 1
+            pool.used = time.monotonic()
+            if pool.used - self._swept > IDLE_POOL_SECONDS:
+                await self._close_idle(pool.used)
         return _outcome(status, excerpt, started)
 
+    def _pool(self, key: str) -> _Pool:
+        pool = self._pools.get(key)
+        if pool is None:
+            connections = guarded_pool(
+                ssl_context=self._ssl_context,
+                allowed=self._allowed,
+                resolver=self._resolver,
+                max_connections=self._concurrency,
+            )
+            pool = self._pools[key] = _Pool(connections)
+        return pool
+
+    async def _close_idle(self, now: float) -> None:
+        self._swept = now
+        idle = [
+            key
+            for key, pool in self._pools.items()
+            if not pool.in_flight and now - pool.used > IDLE_POOL_SECONDS
+        ]
+        for key in idle:
+            await self._pools.pop(key).pool.aclose()
+
     async def aclose(self) -> None:
-        await self._client.aclose()
+        pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            await pool.pool.aclose()
+
+
+@dataclass
+class _Pool:
+    pool: httpcore.AsyncConnectionPool
+    in_flight: int = 0
+    used: float = 0.0
 
 
 async def post(
@@ -138,32 +177,63 @@ async def post(
         await client.aclose()
 
 
-def _client(transport: httpx.AsyncBaseTransport, timeout: float) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        transport=transport,
-        follow_redirects=False,
-        # Nothing from the environment (proxies, netrc): the guard must see
-        # the real destination and no credentials may leak to it.
-        trust_env=False,
-        # Per phase only; the deadline for the whole attempt is the
-        # asyncio.timeout around the exchange.
-        timeout=timeout,
-        headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
-    )
-
-
 async def _exchange(
-    client: httpx.AsyncClient, url: str, body: bytes, headers: Mapping[str, str]
+    pool: httpcore.AsyncConnectionPool,
+    url: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    timeout: float,  # noqa: ASYNC109 -- per phase; the caller holds the whole deadline
 ) -> tuple[int, bytes]:
-    async with client.stream("POST", url, content=body, headers=dict(headers)) as response:
-        return response.status_code, await _read_at_most(response, MAX_RESPONSE_BYTES)
+    # httpx parses the URL (IDNA, IPv6 literals, the Host header's form);
+    # httpcore's pool does the rest. Nothing is read from the environment
+    # (proxies, netrc): the guard sees the real destination, and no
+    # credentials leak to it. Redirects are never followed.
+    parsed = httpx.URL(url)
+    request = httpcore.Request(
+        "POST",
+        httpcore.URL(
+            scheme=parsed.raw_scheme,
+            host=parsed.raw_host,
+            port=parsed.port,
+            target=parsed.raw_path,
+        ),
+        headers=_request_headers(parsed, body, headers),
+        content=body,
+        extensions={
+            "timeout": {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
+        },
+    )
+    response = await pool.handle_async_request(request)
+    try:
+        return response.status, await _read_at_most(response, MAX_RESPONSE_BYTES)
+    finally:
+        await response.aclose()
 
 
-async def _read_at_most(response: httpx.Response, limit: int) -> bytes:
+def _request_headers(
+    url: httpx.URL, body: bytes, headers: Mapping[str, str]
+) -> list[tuple[bytes, bytes]]:
+    given = {name.lower() for name in headers}
+    defaults = [
+        (b"Host", url.netloc),
+        (b"Accept", b"*/*"),
+        # Identity: the answer's bytes are counted, never decompressed.
+        (b"Accept-Encoding", b"identity"),
+        (b"Connection", b"keep-alive"),
+        (b"User-Agent", USER_AGENT.encode()),
+        (b"Content-Length", str(len(body)).encode()),
+    ]
+    return [
+        *((name, value) for name, value in defaults if name.decode().lower() not in given),
+        *((name.encode(), value.encode()) for name, value in headers.items()),
+    ]
+
+
+async def _read_at_most(response: httpcore.Response, limit: int) -> bytes:
     # Raw bytes, counted as they arrive: a receiver cannot make us buffer an
     # endless or decompression-bombed body. Leaving early closes the connection.
     received = bytearray()
-    async for chunk in response.aiter_raw():
+    async for chunk in response.aiter_stream():
         received += chunk[: limit - len(received)]
         if len(received) >= limit:
             break
@@ -236,156 +306,3 @@ def _ssl_context(ca_bundle: str | None) -> ssl.SSLContext:
     if ca_bundle is not None:
         context.load_verify_locations(cafile=ca_bundle)
     return context
-
-
-class GuardedBackend(httpcore.AsyncNetworkBackend):
-    """Connects only to addresses the guard permits, resolving each host once."""
-
-    def __init__(
-        self,
-        *,
-        allowed: Sequence[IPNetwork],
-        resolver: Resolver,
-        inner: httpcore.AsyncNetworkBackend | None = None,
-    ) -> None:
-        self._allowed = tuple(allowed)
-        self._resolver = resolver
-        self._inner = inner or httpcore.AnyIOBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,  # noqa: ASYNC109 -- httpcore's interface
-        local_address: str | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        addresses = await resolve_permitted(
-            host, port, allowed=self._allowed, resolver=self._resolver
-        )
-        last_error: Exception | None = None
-        for address in addresses:
-            try:
-                # An IP literal: the inner backend does no DNS lookup of its own.
-                stream = await self._inner.connect_tcp(
-                    str(address), port, timeout, local_address, socket_options
-                )
-                return KeptSocketStream(stream)
-            except (httpcore.ConnectError, httpcore.ConnectTimeout, OSError) as exc:
-                last_error = exc
-        assert last_error is not None  # resolve_permitted never returns an empty list
-        raise last_error
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-class KeptSocketStream(httpcore.AsyncNetworkStream):
-    """A network stream that answers httpcore's `is_readable` from the socket kept at connect.
-
-    httpcore asks every pooled connection `is_readable` on every request (has
-    the receiver closed it?). anyio's TLS stream rebuilds its whole attribute
-    map for each such lookup: with 16 pooled connections that was a fifth of
-    webhook delivery's CPU (py-spy, bench/webhook_bench.py). The socket is the
-    same before and after TLS, so it is looked up once.
-    """
-
-    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
-        self._inner = inner
-        self._socket: socket.socket | None = inner.get_extra_info("socket")
-
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
-        return await self._inner.read(max_bytes, timeout)
-
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
-        await self._inner.write(buffer, timeout)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def start_tls(
-        self,
-        ssl_context: ssl.SSLContext,
-        server_hostname: str | None = None,
-        timeout: float | None = None,  # noqa: ASYNC109 -- httpcore's interface
-    ) -> httpcore.AsyncNetworkStream:
-        secured = await self._inner.start_tls(ssl_context, server_hostname, timeout)
-        return KeptSocketStream(secured)
-
-    def get_extra_info(self, info: str) -> object:
-        if info == "is_readable":
-            return socket_is_readable(self._socket)
-        return self._inner.get_extra_info(info)
-
-
-def socket_is_readable(sock: socket.socket | None) -> bool:
-    """Would a read return at once (data, or the end of a closed connection)?"""
-    if sock is None or sock.fileno() < 0:
-        return True  # gone: the next read returns b"", as for a closed connection
-    poller = select.poll()
-    poller.register(sock, select.POLLIN)
-    return bool(poller.poll(0))
-
-
-class GuardedTransport(httpx.AsyncBaseTransport):
-    """An httpx transport over an httpcore pool that uses `GuardedBackend`.
-
-    It raises httpcore's exceptions and `GuardError` as they are, unmapped.
-    """
-
-    def __init__(
-        self,
-        *,
-        ssl_context: ssl.SSLContext,
-        allowed: Sequence[IPNetwork],
-        resolver: Resolver,
-        max_connections: int = 10,
-    ) -> None:
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=ssl_context,
-            network_backend=GuardedBackend(allowed=allowed, resolver=resolver),
-            http1=True,
-            http2=False,
-            retries=0,
-            max_connections=max_connections,
-            max_keepalive_connections=max_connections,
-            keepalive_expiry=30.0,
-        )
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        assert isinstance(request.stream, httpx.AsyncByteStream)
-        url = httpcore.URL(
-            scheme=request.url.raw_scheme,
-            host=request.url.raw_host,
-            port=request.url.port,
-            target=request.url.raw_path,
-        )
-        core_request = httpcore.Request(
-            request.method,
-            url,
-            headers=request.headers.raw,
-            content=request.stream,
-            extensions=request.extensions,
-        )
-        core_response = await self._pool.handle_async_request(core_request)
-        return httpx.Response(
-            status_code=core_response.status,
-            headers=core_response.headers,
-            stream=_ResponseStream(core_response),
-            extensions=core_response.extensions,
-        )
-
-    async def aclose(self) -> None:
-        await self._pool.aclose()
-
-
-class _ResponseStream(httpx.AsyncByteStream):
-    def __init__(self, response: httpcore.Response) -> None:
-        self._response = response
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self._response.aiter_stream():
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self._response.aclose()

@@ -1,0 +1,196 @@
+"""Every comparison in one run: `make bench` prints one table and writes bench/results/latest.json.
+
+In order, each against its floor in the same run:
+
+1. SQLite, 1 process: create and check over HTTPS vs the reference floor, and
+   Relay's p99 at half its own peak (bench/verify_bench.py);
+2. PostgreSQL, 2 processes: the same;
+3. the Send API end to end over SMPP (bench/smpp_bench.py): SQLite with 1
+   process, PostgreSQL with 2, then Kannel on the same SMSC
+   (bench/kannel_reference.py);
+4. webhook deliveries vs a bare httpx client posting the same signed bodies to
+   the same receiver (bench/webhook_bench.py).
+
+A part that fails is reported in the table and the JSON (`errors`); the others
+still run, and the command exits non-zero at the end.
+
+Usage:
+  .venv/bin/python bench/run_all.py             # about 10 minutes on 2 cores
+  .venv/bin/python bench/run_all.py --smoke     # a few seconds each, for CI
+  .venv/bin/python bench/run_all.py --only webhooks,send   # some parts only
+PostgreSQL databases (created when missing): relay_bench_http, and
+relay_bench_smpp and relay_bench_webhooks (dropped and created by their scripts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench import smpp_bench, verify_bench, webhook_bench  # noqa: E402
+from bench.kannel_reference import run_kannel  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+PARTS = ("sqlite", "pg", "send", "webhooks")
+
+# key, what it is, the issue's target (None: reported only)
+TABLE: list[tuple[str, str, str | None]] = [
+    ("sqlite_create_ratio", "create, SQLite 1 process: Relay / floor", ">= 0.75"),
+    ("sqlite_check_ratio", "check, SQLite 1 process: Relay / floor", ">= 0.75"),
+    ("sqlite_create_p99_ms", "create p99 at half Relay's peak, SQLite (ms)", "< 20"),
+    ("sqlite_check_p99_ms", "check p99 at half Relay's peak, SQLite (ms)", None),
+    ("pg_create_ratio", "create, PostgreSQL 2 processes: Relay / floor", ">= 0.50"),
+    ("pg_check_ratio", "check, PostgreSQL 2 processes: Relay / floor", ">= 0.60"),
+    ("pg_create_p99_ms", "create p99 at half Relay's peak, PostgreSQL (ms)", "< 20"),
+    ("pg_check_p99_ms", "check p99 at half Relay's peak, PostgreSQL (ms)", None),
+    ("send_api_msgs_per_s", "Send API end to end, SQLite 1 process (msg/s)", ">= 1000"),
+    ("send_api_pg_msgs_per_s", "Send API end to end, PostgreSQL 2 processes (msg/s)", None),
+    ("kannel_receipts_per_s", "Kannel, same SMSC (receipts/s)", None),
+    ("send_api_kannel_ratio", "Send API SQLite / Kannel", None),
+    ("send_api_pg_kannel_ratio", "Send API PostgreSQL / Kannel", None),
+    ("webhooks_per_s", "webhook deliveries, SQLite 1 process (per s)", None),
+    ("webhooks_floor_per_s", "bare httpx client, same bodies and receiver (per s)", None),
+    ("webhooks_floor_ratio", "webhooks: Relay / bare client", ">= 0.50"),
+    ("webhooks_cpu_us", "webhooks: Relay's CPU per delivery (µs)", None),
+    ("webhooks_floor_cpu_us", "webhooks: bare client's CPU per delivery (µs)", None),
+]
+
+
+def verify(db: str, smoke: bool) -> dict[str, float]:
+    args = verify_bench.parse(["--db", db, *(["--smoke"] if smoke else [])])
+    if db == "pg":
+        ensure_database(verify_bench.PG_URL)
+    rows = verify_bench.run(args)
+    verify_bench.report(rows, args)
+    return {f"{db}_{key}": value for key, value in verify_bench.figures(rows).items()}
+
+
+def send(smoke: bool) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for db, workers, key in (("sqlite", 1, "send_api_msgs_per_s"), ("pg", 2, "send_api_pg")):
+        argv = ["--db", db, "--workers", str(workers), *(["--smoke"] if smoke else [])]
+        args = smpp_bench.parse(argv)
+        outcome = smpp_bench.run(args)
+        smpp_bench.report(args, outcome, None)
+        found["send_api_msgs_per_s" if db == "sqlite" else f"{key}_msgs_per_s"] = (
+            outcome.end_to_end_rps
+        )
+    kannel = asyncio.run(run_kannel(300 if smoke else 20_000))
+    print(f"Kannel {kannel.version}: {kannel.receipts_per_second:,.0f} receipts/s")
+    found["kannel_receipts_per_s"] = kannel.receipts_per_second
+    found["send_api_kannel_ratio"] = found["send_api_msgs_per_s"] / kannel.receipts_per_second
+    found["send_api_pg_kannel_ratio"] = found["send_api_pg_msgs_per_s"] / kannel.receipts_per_second
+    return found
+
+
+def webhooks(smoke: bool) -> dict[str, float]:
+    figures = webhook_bench.measure(events=200 if smoke else 5000)
+    webhook_bench.report(figures)
+    return {
+        "webhooks_per_s": figures.relay_per_s,
+        "webhooks_floor_per_s": figures.floor_mean,
+        "webhooks_floor_ratio": figures.ratio,
+        "webhooks_cpu_us": figures.relay_cpu_us,
+        "webhooks_floor_cpu_us": sum(figures.floor_cpu_us) / len(figures.floor_cpu_us),
+    }
+
+
+def ensure_database(url: str) -> None:
+    import asyncpg
+
+    base, _, name = url.rpartition("/")
+
+    async def create() -> None:
+        connection = await asyncpg.connect(f"{base}/postgres")
+        try:
+            found = await connection.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name)
+            if not found:
+                await connection.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await connection.close()
+
+    asyncio.run(create())
+
+
+def machine() -> dict[str, Any]:
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    return {"cores": os.cpu_count(), "load_at_start": os.getloadavg(), "commit": commit}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="a few seconds per part, for CI")
+    parser.add_argument("--only", help=f"comma-separated parts of: {','.join(PARTS)}")
+    parser.add_argument(
+        "--output", type=Path, help="default bench/results/latest.json (smoke.json)"
+    )
+    args = parser.parse_args()
+    parts = args.only.split(",") if args.only else list(PARTS)
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        raise SystemExit(f"unknown parts: {', '.join(sorted(unknown))}")
+    runs: dict[str, Callable[[], dict[str, float]]] = {
+        "sqlite": lambda: verify("sqlite", args.smoke),
+        "pg": lambda: verify("pg", args.smoke),
+        "send": lambda: send(args.smoke),
+        "webhooks": lambda: webhooks(args.smoke),
+    }
+    results: dict[str, Any] = {
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "smoke": args.smoke,
+        "machine": machine(),
+    }
+    errors: dict[str, str] = {}
+    seconds: dict[str, float] = {}
+    started = time.monotonic()
+    for part in parts:
+        print(f"\n== {part}", flush=True)
+        began = time.monotonic()
+        try:
+            results.update(runs[part]())
+        except (Exception, SystemExit) as error:
+            traceback.print_exc()
+            errors[part] = f"{type(error).__name__}: {error}"
+        seconds[part] = round(time.monotonic() - began, 1)
+    results["seconds"] = {**seconds, "total": round(time.monotonic() - started, 1)}
+    results["errors"] = errors
+    output = args.output or RESULTS / ("smoke.json" if args.smoke else "latest.json")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(results, indent=2) + "\n")
+    table(results)
+    print(f"\nwritten: {output.relative_to(ROOT) if output.is_relative_to(ROOT) else output}")
+    if errors:
+        raise SystemExit(f"failed: {', '.join(errors)}")
+
+
+def table(results: dict[str, Any]) -> None:
+    smoke = " (smoke: figures mean nothing)" if results["smoke"] else ""
+    total = results["seconds"]["total"]
+    print(f"\nRelay benchmarks, {results['started_at']}, {total:.0f} s{smoke}")
+    print(f"| {'key':26} | {'measure':54} | {'value':>9} | target |")
+    print(f"|{'-' * 28}|{'-' * 56}|{'-' * 11}|--------|")
+    for key, what, target in TABLE:
+        value = results.get(key)
+        shown = "-" if value is None else f"{value:,.2f}" if value < 10 else f"{value:,.0f}"
+        print(f"| {key:26} | {what:54} | {shown:>9} | {target or ''} |")
+    for part, error in results["errors"].items():
+        print(f"FAILED {part}: {error}")
+
+
+if __name__ == "__main__":
+    main()
