@@ -78,9 +78,7 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
         events=EventService(
             db, keyring, clock, delivery=DeliverySettings.from_settings(settings), wake=wake
         ),
-        idempotency=IdempotencyKeys(
-            db, clock, lease=timedelta(seconds=settings.idempotency_lease)
-        ),
+        idempotency=IdempotencyKeys(db, clock, lease=timedelta(seconds=settings.idempotency_lease)),
         abuse=abuse,
     )
 

@@ -47,7 +47,7 @@ def test_the_dispatch_loop_reads_only_queued_and_overdue_attempts(url: Path) -> 
 
 
 def test_the_webhook_loop_reads_only_due_pending_events(url: Path) -> None:
-    for statement in (event_store._ANY_DUE, event_store._due_statement("sqlite", busy=False)):
+    for statement in (event_store._ANY_DUE, event_store._CANDIDATES):
         found = plan(url, statement)
         assert "ix_events_due" in found, found
         assert "SCAN events" not in found, found

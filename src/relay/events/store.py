@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -73,32 +73,46 @@ class AttemptRecord:
 
 
 _LEASABLE = "(lease_until IS NULL OR lease_until <= :now)"
-# The partial index ix_events_due serves these only with the state written as a constant.
-_DUE = f"delivery_status = 'pending' AND next_attempt_at <= :now AND {_LEASABLE}"
 _ANY_DUE = Sql(
     "SELECT id FROM events WHERE delivery_status = 'pending' AND next_attempt_at <= :now LIMIT 1"
 )
-_DUE_ROWS = Sql(
-    f"SELECT id, attempt_count, lease_until FROM events WHERE {_DUE}"
-    " AND id NOT IN (SELECT value FROM json_each(:busy)) ORDER BY next_attempt_at LIMIT :limit",
-    postgres=f"SELECT id, attempt_count, lease_until FROM events WHERE {_DUE}"
+# An endpoint is full when its URL is the key itself or goes on past it with a
+# path, query or fragment: `https://a.example` is not full for `https://a.example.org/`.
+_TO_FULL = (
+    "webhook_url = f.value OR substr(webhook_url, 1, length(f.value) + 1)"
+    " IN (f.value || '/', f.value || '?', f.value || '#')"
+)
+# The partial index ix_events_due serves this only with the state written as a constant.
+_DUE = (
+    "SELECT id, attempt_count, lease_until, webhook_url FROM events"
+    f" WHERE delivery_status = 'pending' AND next_attempt_at <= :now AND {_LEASABLE}"
+)
+_CANDIDATES = Sql(
+    f"{_DUE} AND NOT EXISTS (SELECT 1 FROM json_each(:full) f WHERE {_TO_FULL})"
+    " AND id NOT IN (SELECT value FROM json_each(:busy))"
+    " ORDER BY next_attempt_at LIMIT :window",
+    postgres=f"{_DUE} AND NOT EXISTS (SELECT 1 FROM"
+    f" json_array_elements_text(CAST(:full AS json)) AS f(value) WHERE {_TO_FULL})"
     " AND id NOT IN (SELECT json_array_elements_text(CAST(:busy AS json)))"
-    " ORDER BY next_attempt_at LIMIT :limit FOR UPDATE SKIP LOCKED",
+    " ORDER BY next_attempt_at LIMIT :window FOR UPDATE SKIP LOCKED",
 )
 _IDS = "id IN (SELECT value FROM json_each(:ids))"
 _PG_IDS = "id IN (SELECT json_array_elements_text(CAST(:ids AS json)))"
-_CLAIM_SET = (
+_TAKE = (
     "UPDATE events SET attempt_count = attempt_count + 1, lease_owner = :owner,"
-    " lease_until = :lease_ends WHERE {ids} AND delivery_status = 'pending' AND "
-    + _LEASABLE
-    + " RETURNING id, account_id, webhook_url, payload, attempt_count"
+    " lease_until = :lease_until WHERE {ids} AND delivery_status = 'pending' AND "
+    f"{_LEASABLE} RETURNING id, account_id, webhook_url, payload, attempt_count"
 )
-_CLAIM = Sql(_CLAIM_SET.format(ids=_IDS), postgres=_CLAIM_SET.format(ids=_PG_IDS))
-_DROP_SET = (
+_CLAIM = Sql(_TAKE.format(ids=_IDS), postgres=_TAKE.format(ids=_PG_IDS))
+_GIVE_UP = (
     "UPDATE events SET delivery_status = 'dropped', next_attempt_at = NULL, lease_until = NULL,"
-    " lease_owner = NULL WHERE {ids} AND delivery_status = 'pending' AND " + _LEASABLE
+    f" lease_owner = NULL WHERE {{ids}} AND delivery_status = 'pending' AND {_LEASABLE}"
 )
-_DROP = Sql(_DROP_SET.format(ids=_IDS), postgres=_DROP_SET.format(ids=_PG_IDS))
+_DROP = Sql(_GIVE_UP.format(ids=_IDS), postgres=_GIVE_UP.format(ids=_PG_IDS))
+_LOST = Sql(
+    "INSERT INTO webhook_attempts (event_id, number, at, error)"
+    f" VALUES (:id, :number, :now, '{WORKER_LOST}')"
+)
 
 
 async def any_due(tx: Tx, *, now: datetime) -> bool:
@@ -106,54 +120,47 @@ async def any_due(tx: Tx, *, now: datetime) -> bool:
     return await tx.fetchrow(_ANY_DUE, {"now": now}) is not None
 
 
-async def claim_due(
-    tx: Tx,
-    *,
-    now: datetime,
-    owner: str,
-    lease_until: datetime,
-    limit: int,
-    max_attempts: int,
-    busy: Collection[str] = (),
-) -> list[Claim]:
-    """Lease up to `limit` due deliveries to `owner`; atomic against other workers.
+async def candidates(
+    tx: Tx, *, now: datetime, full: list[str], busy: list[str], window: int
+) -> list[Row]:
+    """Due deliveries, oldest first, skipping full endpoints and events this loop holds.
 
-    On PostgreSQL the due rows are locked with SKIP LOCKED, so a concurrent
-    claimer takes other rows instead of waiting; on SQLite the write
-    transaction (BEGIN IMMEDIATE) already excludes every other writer. The
-    UPDATE restates the due condition either way.
+    On PostgreSQL they are locked with SKIP LOCKED, so a concurrent claimer
+    takes other rows instead of waiting; on SQLite the write transaction
+    (BEGIN IMMEDIATE) already excludes every other writer.
     """
-    rows = await tx.fetch(_DUE_ROWS, {"now": now, "limit": limit, "busy": list(busy)})
-    for row in rows:
-        if row["lease_until"] is not None:
-            # Leased, never recorded, lease over: the worker died mid-attempt.
-            lost = AttemptRecord(now, None, WORKER_LOST, None)
-            await insert_attempt(tx, row["id"], row["attempt_count"], lost)
-    await drop(tx, [r["id"] for r in rows if r["attempt_count"] >= max_attempts], now=now)
-    ready = [r["id"] for r in rows if r["attempt_count"] < max_attempts]
-    if not ready:
+    params = {"now": now, "full": full, "busy": busy, "window": window}
+    return await tx.fetch(_CANDIDATES, params)
+
+
+async def take(
+    tx: Tx, ids: list[str], *, now: datetime, owner: str, lease_until: datetime
+) -> list[Claim]:
+    """Lease the deliveries to `owner`; the UPDATE restates the due condition."""
+    if not ids:
         return []
-    claimed = await tx.fetch(
-        _CLAIM, {"ids": ready, "now": now, "owner": owner, "lease_ends": lease_until}
-    )
-    return [claim_of(row, owner) for row in claimed]
+    params = {"ids": ids, "now": now, "owner": owner, "lease_until": lease_until}
+    return [_claim_of(row, owner) for row in await tx.fetch(_CLAIM, params)]
 
 
-def claim_of(row: Row, owner: str) -> Claim:
+def _claim_of(row: Row, owner: str) -> Claim:
+    payload = str(row["payload"]).encode()
     return Claim(
-        row["id"],
-        row["account_id"],
-        row["webhook_url"],
-        str(row["payload"]).encode(),
-        row["attempt_count"],
-        owner,
+        row["id"], row["account_id"], row["webhook_url"], payload, row["attempt_count"], owner
     )
 
 
-async def drop(tx: Tx, ids: Sequence[str], *, now: datetime) -> None:
+async def record_lost(tx: Tx, attempts: list[tuple[str, int]], *, now: datetime) -> None:
+    """Attempts a worker claimed and never recorded: it died with the lease."""
+    if attempts:
+        rows = [{"id": event_id, "number": number, "now": now} for event_id, number in attempts]
+        await tx.executemany(_LOST, rows)
+
+
+async def drop(tx: Tx, ids: list[str], *, now: datetime) -> None:
     """Give up on deliveries whose attempts are used up."""
     if ids:
-        await tx.execute(_DROP, {"ids": list(ids), "now": now})
+        await tx.execute(_DROP, {"ids": ids, "now": now})
 
 
 # The lease owner in the WHERE: a worker that overran its lease must not
@@ -274,7 +281,7 @@ async def load(tx: Tx, *, account_id: str, livemode: bool, event_id: str) -> Sto
     row = await tx.fetchrow(_LOAD, {"account_id": account_id, "livemode": livemode, "id": event_id})
     if row is None:
         return None
-    return _from_row(row, (await _attempts_for(tx, [row["id"]]))[row["id"]])
+    return _from_row(row, (await attempts_for(tx, [row["id"]]))[row["id"]])
 
 
 def _page_statement(given: tuple[str, ...], *, backwards: bool) -> Sql:
@@ -310,7 +317,7 @@ async def list_page(
     rows = rows[: query.limit]
     if backwards:
         rows.reverse()
-    grouped = await _attempts_for(tx, [r["id"] for r in rows])
+    grouped = await attempts_for(tx, [r["id"] for r in rows])
     return [_from_row(r, grouped[r["id"]]) for r in rows], has_more
 
 
@@ -325,7 +332,7 @@ def _from_row(row: Row, attempts: Sequence[AttemptRecord]) -> StoredEvent:
     )
 
 
-async def _attempts_for(tx: Tx, ids: Sequence[str]) -> dict[str, list[AttemptRecord]]:
+async def attempts_for(tx: Tx, ids: Sequence[str]) -> dict[str, list[AttemptRecord]]:
     grouped: dict[str, list[AttemptRecord]] = {i: [] for i in ids}
     if not ids:
         return grouped

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-
-from alembic import context
 from typing import Any
 
+from alembic import context
 from sqlalchemy import Connection, create_engine, event, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from relay.db.sqlite import BUSY_TIMEOUT_MS
-from relay.db.urls import is_postgres, sync_url
 from relay.db.tables import metadata
+from relay.db.urls import is_postgres, sync_url
 
 # Several processes may start at once against one PostgreSQL: one migrates, the rest wait.
 _MIGRATION_LOCK = 7_340_112
