@@ -29,7 +29,7 @@ async def test_each_window_reads_its_own_counters_once_even_when_padded(db: Db) 
         )
     )
     await db.write(
-        lambda tx: store.bump(tx, SCOPE, Kind.NUMBER, "+14155550199", bucket=hour, sends=7)
+        lambda tx: store.bump_many(tx, SCOPE, [(Kind.NUMBER, "+14155550199", 7, 0, 0)], bucket=hour)
     )
 
     # Two windows: the query pads them to four by repeating the last.
@@ -53,7 +53,7 @@ async def test_a_window_leaves_out_buckets_older_than_its_start(db: Db) -> None:
     old, recent = NOW - timedelta(hours=30), NOW - timedelta(hours=2)
     for bucket in (old, recent):
         await db.write(
-            partial(store.bump, scope=SCOPE, kind=Kind.ACCOUNT, subject="", bucket=bucket, sends=1)
+            partial(store.bump_many, scope=SCOPE, rows=[(Kind.ACCOUNT, "", 1, 0, 0)], bucket=bucket)
         )
 
     found = await db.read(

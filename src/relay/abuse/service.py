@@ -113,12 +113,10 @@ class AbuseGuard:
         """Wrong codes count against the number; approvals are the conversions the
         pumping guard compares sends with."""
         bucket = bucket_of(now)
-        if not correct:
-            await store.bump(
-                tx, scope, Kind.NUMBER, destination.e164, bucket=bucket, failed_checks=1
-            )
-            return
-        rows = [(kind, subject, 0, 1, 0) for kind, subject in self._subjects(destination)]
+        if correct:
+            rows = [(kind, subject, 0, 1, 0) for kind, subject in self._subjects(destination)]
+        else:
+            rows = [(Kind.NUMBER, destination.e164, 0, 0, 1)]
         await store.bump_many(tx, scope, rows, bucket=bucket)
 
     async def prune(self, tx: Tx, *, now: datetime) -> int:

@@ -99,31 +99,6 @@ def _bucket(row: Row) -> Bucket:
     return Bucket(moment(row["bucket"]), row["sends"], row["approvals"], row["failed_checks"])
 
 
-async def bump(
-    tx: Tx,
-    scope: Scope,
-    kind: Kind,
-    subject: str,
-    *,
-    bucket: datetime,
-    sends: int = 0,
-    approvals: int = 0,
-    failed_checks: int = 0,
-) -> None:
-    await tx.execute(
-        _BUMP,
-        _counter(
-            scope,
-            kind,
-            subject,
-            bucket=bucket,
-            sends=sends,
-            approvals=approvals,
-            failed_checks=failed_checks,
-        ),
-    )
-
-
 async def windows(
     tx: Tx, scope: Scope, wanted: Sequence[Window]
 ) -> dict[tuple[Kind, str], list[Bucket]]:

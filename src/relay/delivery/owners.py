@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
-from relay.db.sql import Tx
+from relay.crypto import Keyring
+from relay.db.sql import Row, Tx, moment
+from relay.sms.text import render_sms
 
 # The attempts table keeps its owner in one of two columns, one per kind.
 Kind = Literal["verification", "message"]
@@ -35,6 +37,45 @@ class Draft:
     body: str
     # No attempt is submitted from this moment on: sending later would only cost money.
     expires_at: datetime
+
+
+@dataclass(frozen=True)
+class Sendable:
+    """What an owner's SMS is built from, as its row keeps it. `sealed_code` holds the code."""
+
+    owner_id: str
+    to: str
+    sender: str
+    locale: str
+    sealed_code: bytes | None
+    expires_at: datetime
+    brand: str
+    webotp_domain: str | None
+
+    @classmethod
+    def from_row(cls, owner_id: str, row: Row) -> Sendable:
+        """From to_number, sender, locale, sealed_code, expires_at, brand, webotp_domain."""
+        sealed = row["sealed_code"]
+        return cls(
+            owner_id=owner_id,
+            to=row["to_number"],
+            sender=row["sender"],
+            locale=row["locale"],
+            sealed_code=None if sealed is None else bytes(sealed),
+            expires_at=moment(row["expires_at"]),
+            brand=row["brand"],
+            webotp_domain=row["webotp_domain"],
+        )
+
+    def draft(self, keyring: Keyring) -> Draft | None:
+        """The SMS, or None once the code has been erased (the owner closed)."""
+        if self.sealed_code is None:
+            return None
+        code = keyring.unseal(self.owner_id, self.sealed_code)
+        body = render_sms(
+            locale=self.locale, brand=self.brand, code=code, webotp_domain=self.webotp_domain
+        )
+        return Draft(to=self.to, sender=self.sender, body=body, expires_at=self.expires_at)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from relay.events.models import EventType, NewEvent
 from relay.ids import new_id
 from relay.messages import store
 from relay.messages.models import Message, MessageStatus, just_sent
-from relay.sms.text import render_sms
 
 
 def owner_state(message: Message) -> OwnerState:
@@ -37,13 +36,7 @@ class MessageOwner:
 
     async def draft(self, tx: Tx, owner_id: str) -> Draft | None:
         found = await store.sendable(tx, owner_id)
-        if found is None or found.sealed_code is None:
-            return None
-        code = self._keyring.unseal(owner_id, found.sealed_code)
-        body = render_sms(
-            locale=found.locale, brand=found.brand, code=code, webotp_domain=found.webotp_domain
-        )
-        return Draft(to=found.to, sender=found.sender, body=body, expires_at=found.expires_at)
+        return None if found is None else found.draft(self._keyring)
 
     async def state(self, tx: Tx, owner_id: str, *, now: datetime) -> OwnerState | None:
         message = await store.load_any(tx, owner_id)

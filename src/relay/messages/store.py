@@ -8,6 +8,7 @@ from datetime import datetime
 from relay.accounts.models import Scope
 from relay.db.sql import Row, Sql, Tx, document, flag, moment
 from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS, joined_attempts
+from relay.delivery.owners import Sendable
 from relay.messages.models import Message, MessageStatus
 
 # Everything but the sealed code.
@@ -130,20 +131,6 @@ async def finish(tx: Tx, message_id: str, status: MessageStatus, *, now: datetim
     await tx.execute(_FINISH, {"message_id": message_id, "to_status": status.value, "now": now})
 
 
-@dataclass(frozen=True)
-class Sendable:
-    """What rebuilding a message's SMS needs; `sealed_code` (the client's code) is None once
-    the message is finished."""
-
-    to: str
-    sender: str
-    locale: str
-    sealed_code: bytes | None
-    expires_at: datetime
-    brand: str
-    webotp_domain: str | None
-
-
 _SENDABLE = Sql(
     "SELECT m.to_number, m.sender, m.locale, m.sealed_code, m.expires_at, a.brand,"
     " a.webotp_domain FROM messages m JOIN accounts a ON a.id = m.account_id"
@@ -154,15 +141,4 @@ _SENDABLE = Sql(
 async def sendable(tx: Tx, message_id: str) -> Sendable | None:
     """Without an account scope: for the delivery layer only."""
     row = await tx.fetchrow(_SENDABLE, {"message_id": message_id})
-    if row is None:
-        return None
-    sealed = row["sealed_code"]
-    return Sendable(
-        to=row["to_number"],
-        sender=row["sender"],
-        locale=row["locale"],
-        sealed_code=None if sealed is None else bytes(sealed),
-        expires_at=moment(row["expires_at"]),
-        brand=row["brand"],
-        webotp_domain=row["webotp_domain"],
-    )
+    return None if row is None else Sendable.from_row(message_id, row)

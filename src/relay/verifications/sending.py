@@ -11,7 +11,6 @@ from relay.crypto import Keyring
 from relay.db.sql import Tx
 from relay.delivery.owners import Draft, OwnerState
 from relay.events.models import EventType
-from relay.sms.text import render_sms
 from relay.verifications import events, store
 from relay.verifications.models import Status, Verification, just_sent
 
@@ -33,13 +32,7 @@ class VerificationOwner:
 
     async def draft(self, tx: Tx, owner_id: str) -> Draft | None:
         found = await store.sendable(tx, owner_id)
-        if found is None or found.sealed_code is None:
-            return None
-        code = self._keyring.unseal(owner_id, found.sealed_code)
-        body = render_sms(
-            locale=found.locale, brand=found.brand, code=code, webotp_domain=found.webotp_domain
-        )
-        return Draft(to=found.to, sender=found.sender, body=body, expires_at=found.expires_at)
+        return None if found is None else found.draft(self._keyring)
 
     async def state(self, tx: Tx, owner_id: str, *, now: datetime) -> OwnerState | None:
         verification = await store.load_any(tx, owner_id)

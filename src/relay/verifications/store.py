@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-# `Scope as Scope`: still imported from here by web/idempotency.py, until the HTTP rewrite.
-from relay.accounts.models import Scope as Scope
+from relay.accounts.models import Scope
 from relay.db.sql import Row, Sql, Tx, document, flag, moment, moment_or_none
 from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS, attempts_of, joined_attempts
+from relay.delivery.owners import Sendable
 from relay.phone import Destination
 from relay.verifications.models import CHECK_LIMIT, Attempt, Status, Verification
 
@@ -340,19 +340,6 @@ async def load_any(tx: Tx, verification_id: str) -> Verification | None:
     return _joined(await tx.fetch(_LOAD_ANY, {"verification_id": verification_id}))
 
 
-@dataclass(frozen=True)
-class Sendable:
-    """What rebuilding a pending verification's SMS needs. `sealed_code` holds the code."""
-
-    to: str
-    sender: str
-    locale: str
-    sealed_code: bytes | None
-    expires_at: datetime
-    brand: str
-    webotp_domain: str | None
-
-
 _SENDABLE = Sql(
     "SELECT v.to_number, v.sender, v.locale, v.sealed_code, v.expires_at, a.brand,"
     " a.webotp_domain FROM verifications v JOIN accounts a ON a.id = v.account_id"
@@ -363,15 +350,4 @@ _SENDABLE = Sql(
 async def sendable(tx: Tx, verification_id: str) -> Sendable | None:
     """Without an account scope, for the delivery layer: None unless it is pending."""
     row = await tx.fetchrow(_SENDABLE, {"verification_id": verification_id})
-    if row is None:
-        return None
-    sealed = row["sealed_code"]
-    return Sendable(
-        to=row["to_number"],
-        sender=row["sender"],
-        locale=row["locale"],
-        sealed_code=None if sealed is None else bytes(sealed),
-        expires_at=moment(row["expires_at"]),
-        brand=row["brand"],
-        webotp_domain=row["webotp_domain"],
-    )
+    return None if row is None else Sendable.from_row(verification_id, row)
