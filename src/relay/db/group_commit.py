@@ -24,12 +24,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from relay.db.sql import Tx
+from relay.db.sql import MustRetry, Tx
 
 T = TypeVar("T")
 Unit = Callable[[Tx], Awaitable[T]]
 log = logging.getLogger("relay.db")
 
+# A deadlock victim (PostgreSQL) runs again, after its savepoint rolled back,
+# this many times in all before its request gets the error.
+RETRIES = 3
 # Enough to amortise a commit many times over; small enough that one batch's
 # row locks (PostgreSQL) and its wait for the loop (SQLite) stay short.
 MAX_BATCH = 64
@@ -165,24 +168,41 @@ async def _run_batch(session: Session, batch: list[_Queued]) -> tuple[list[Outco
 
 
 async def _alone(session: Session, unit: Unit[Any]) -> Outcome:
-    try:
-        value = await unit(session.tx)
-    except Exception as error:
-        await session.rollback()
-        return False, error
-    await session.commit()
-    return True, value
+    for tries_left in reversed(range(RETRIES)):
+        try:
+            value = await unit(session.tx)
+        except MustRetry as error:
+            await session.rollback()
+            session.take_notified()
+            if not tries_left:
+                return False, error
+            await session.begin()
+        except Exception as error:
+            await session.rollback()
+            return False, error
+        else:
+            await session.commit()
+            return True, value
+    raise AssertionError("unreachable")
 
 
 async def _in_savepoint(session: Session, unit: Unit[Any]) -> Outcome:
-    await session.savepoint()
-    try:
-        value = await unit(session.tx)
-    except Exception as error:
-        await session.rollback_to_savepoint()
-        return False, error
-    await session.release()
-    return True, value
+    for tries_left in reversed(range(RETRIES)):
+        await session.savepoint()
+        try:
+            value = await unit(session.tx)
+        except MustRetry as error:
+            await session.rollback_to_savepoint()
+            session.take_notified()
+            if not tries_left:
+                return False, error
+        except Exception as error:
+            await session.rollback_to_savepoint()
+            return False, error
+        else:
+            await session.release()
+            return True, value
+    raise AssertionError("unreachable")
 
 
 def _fail_all(batch: list[_Queued], error: BaseException) -> None:

@@ -22,6 +22,7 @@ from relay.db.sql import (
     DatabaseUnavailable,
     Dialect,
     IntegrityViolation,
+    MustRetry,
     Params,
     Row,
     Sql,
@@ -46,6 +47,8 @@ def _translated() -> Iterator[None]:
         yield
     except asyncpg.IntegrityConstraintViolationError as error:
         raise IntegrityViolation(str(error)) from error
+    except (asyncpg.DeadlockDetectedError, asyncpg.SerializationError) as error:
+        raise MustRetry(str(error)) from error
     except _UNAVAILABLE as error:
         raise DatabaseUnavailable(str(error)) from error
 

@@ -37,6 +37,10 @@ class IntegrityViolation(Exception):
     """A unique or foreign-key constraint refused the write."""
 
 
+class MustRetry(Exception):
+    """The database made this unit give way (a deadlock victim): running it again may succeed."""
+
+
 class DatabaseUnavailable(Exception):
     """The database could not be reached or refused the connection."""
 
