@@ -2,20 +2,17 @@
 
 What one request costs inside Relay, with the HTTP server and the load
 generator taken out: the figures wrk cannot separate from the machine's noise.
-Builds the real app (every middleware, FastAPI, the services, the sandbox
+Builds the real app (every middleware, the Starlette router, the services, the sandbox
 carriers) over a fresh SQLite database, or PostgreSQL with `--db pg`, and calls
 it with `--concurrency` requests in flight. Reports, per call: wall time, CPU
 time of this process, and SQL statements sent (counted at the driver).
 
-With `--sql` (SQLite), two more tables bound what any Python stack could
-reach. "SQL alone" replays, on raw sqlite3 with no Python layer above it, the
-very statements and parameters the measured creates and checks sent (with their
-BEGIN and COMMIT), on a copy of the database taken just before them. "Floor"
-calls the reference floor (`../shared/bench/reference/app.py`) in-process the
-same way as Relay, and times its SQL alone too.
+With `--floor` (SQLite), the reference floor (`../shared/bench/reference/app.py`)
+is called in-process the same way as Relay, and its SQL is timed alone too.
+(What Relay's own data layer costs alone: `bench/group_commit.py`.)
 
 Usage:
-  .venv/bin/python bench/in_process.py [--calls 400] [--concurrency 1] [--db sqlite|pg] [--sql]
+  .venv/bin/python bench/in_process.py [--calls 400] [--concurrency 1] [--db sqlite|pg] [--floor]
   .venv/bin/python bench/in_process.py --smoke     # 40 calls, for CI
 PostgreSQL: RELAY_BENCH_INPROCESS_PG, default postgresql://127.0.0.1:5432/relay_bench_inprocess;
 create it once: psql -h 127.0.0.1 -U postgres -c 'CREATE DATABASE relay_bench_inprocess'
@@ -30,16 +27,12 @@ import json
 import os
 import random
 import shutil
-import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-
-from sqlalchemy import event
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -109,79 +102,6 @@ def number() -> bytes:
     return json.dumps({"to": f"+1415{next(_numbers)}"}).encode()
 
 
-class Recorder:
-    """Every statement the app sends to SQLite, with its parameters and its transaction.
-
-    Each database call is one transaction on one of two connections (writer and
-    reader), so a transaction is the statements between two commits of one engine.
-    """
-
-    def __init__(self, engines: tuple[Any, ...]) -> None:
-        self.engines = engines
-        self.on = False
-        self.transactions: list[tuple[int, list[tuple[str, Any, bool]]]] = []
-        self._open: dict[int, list[tuple[str, Any, bool]]] = {}
-        for index, engine in enumerate(engines):
-            event.listen(engine, "before_cursor_execute", self._statement(index))
-            event.listen(engine, "commit", self._commit(index))
-            event.listen(engine, "rollback", self._commit(index))
-
-    def _statement(self, index: int) -> Callable[..., None]:
-        def record(_c: Any, _cur: Any, sql: str, params: Any, _ctx: Any, many: bool) -> None:
-            if self.on:
-                self._open.setdefault(index, []).append((sql, params, many))
-
-        return record
-
-    def _commit(self, index: int) -> Callable[[Any], None]:
-        def record(_connection: Any) -> None:
-            statements = self._open.pop(index, None)
-            if self.on and statements:
-                self.transactions.append((index, statements))
-
-        return record
-
-    @contextmanager
-    def recording(self) -> Iterator[list[tuple[int, list[tuple[str, Any, bool]]]]]:
-        self.transactions, self.on = [], True
-        try:
-            yield self.transactions
-        finally:
-            self.on = False
-
-
-def replay(path: Path, transactions: list[tuple[int, list[tuple[str, Any, bool]]]]) -> float:
-    """Seconds raw sqlite3 takes for these transactions, with Relay's pragmas and BEGINs."""
-    begins = ("BEGIN IMMEDIATE", "BEGIN")  # writer, reader: the order of db.engines
-    connections = []
-    for _ in begins:
-        connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
-            connection.execute(f"PRAGMA {pragma}")
-        connections.append(connection)
-    started = time.perf_counter()
-    for index, statements in transactions:
-        connection = connections[index]
-        connection.execute(begins[index])
-        for sql, params, many in statements:
-            if many:
-                connection.executemany(sql, params).fetchall()
-            else:
-                connection.execute(sql, params).fetchall()
-        connection.execute("COMMIT")
-    elapsed = time.perf_counter() - started
-    for connection in connections:
-        connection.close()
-    return elapsed
-
-
-def snapshot(database: Path, copy: Path) -> None:
-    source, target = sqlite3.connect(database), sqlite3.connect(copy)
-    source.backup(target)
-    source.close()
-    target.close()
-
-
 def bench_settings(args: argparse.Namespace, data_dir: Path) -> Settings:
     url = PG_URL if args.db == "pg" else f"sqlite:///{data_dir / 'relay.sqlite3'}"
     return Settings(
@@ -204,14 +124,11 @@ async def measure(args: argparse.Namespace, settings: Settings) -> dict[str, flo
     app = create_app(services)
     statements = 0
 
-    def count(*_: Any) -> None:
+    def count(_: object) -> None:
         nonlocal statements
         statements += 1
 
-    engines = services.db.engines  # type: ignore[attr-defined]
-    for engine in engines:
-        event.listen(engine, "before_cursor_execute", count)
-    recorder = Recorder(engines) if args.sql else None
+    services.db.trace(count)
     ids: list[str] = []
     gate = asyncio.Semaphore(args.concurrency)
 
@@ -234,13 +151,10 @@ async def measure(args: argparse.Namespace, settings: Settings) -> dict[str, flo
             await work
 
     cpu_per_call: dict[str, float] = {}
-    recorded: dict[str, list[tuple[int, list[tuple[str, Any, bool]]]]] = {}
     async with app.router.lifespan_context(app):
         for _ in range(args.warmup):
             await create()
         ids.clear()
-        if recorder is not None:
-            snapshot(settings.data_dir / "relay.sqlite3", settings.data_dir / "replay.sqlite3")
         print(
             f"db={args.db} calls={args.calls} concurrency={args.concurrency} "
             "(ASGI app called in-process: no TLS, no socket)"
@@ -253,44 +167,16 @@ async def measure(args: argparse.Namespace, settings: Settings) -> dict[str, flo
         ]
         for name, work in runs:
             statements = 0
-            with recording(recorder, name, recorded):
-                started, cpu = time.perf_counter(), time.process_time()
-                await asyncio.gather(*(gated(work(i)) for i in range(args.calls)))
-                wall = time.perf_counter() - started
-                used = time.process_time() - cpu
+            started, cpu = time.perf_counter(), time.process_time()
+            await asyncio.gather(*(gated(work(i)) for i in range(args.calls)))
+            wall = time.perf_counter() - started
+            used = time.process_time() - cpu
             cpu_per_call[name] = used / args.calls * 1e6
             print(
                 f"{name:9} {args.calls / wall:8,.0f} {wall / args.calls * 1e6:9,.0f} "
                 f"{cpu_per_call[name]:8,.0f} {statements / args.calls:11.1f}"
             )
-    if recorder is not None:
-        print()
-        print("SQL alone: the same statements and parameters on raw sqlite3, no Python layer")
-        print(f"{'call':9} {'µs':>8} {'of CPU':>7} {'transactions':>13}")
-        copy = settings.data_dir / "replay.sqlite3"
-        for name in ("create", "check"):
-            transactions = recorded[name]
-            seconds = replay(copy, transactions)
-            micros = seconds / args.calls * 1e6
-            print(
-                f"{name:9} {micros:8,.0f} {micros / cpu_per_call[name]:7.0%}"
-                f" {len(transactions) / args.calls:13.1f}"
-            )
     return cpu_per_call
-
-
-@contextmanager
-def recording(
-    recorder: Recorder | None,
-    name: str,
-    into: dict[str, list[tuple[int, list[tuple[str, Any, bool]]]]],
-) -> Iterator[None]:
-    if recorder is None:
-        yield
-        return
-    with recorder.recording() as transactions:
-        yield
-    into[name] = transactions
 
 
 async def measure_floor(args: argparse.Namespace, tmp: Path, relay_cpu: dict[str, float]) -> None:
@@ -365,13 +251,11 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--smoke", action="store_true", help="40 calls, for CI")
     parser.add_argument(
-        "--sql", action="store_true", help="SQLite: also SQL alone and the reference floor"
+        "--floor", action="store_true", help="SQLite: also the reference floor, in-process"
     )
     args = parser.parse_args()
-    if args.sql and args.db != "sqlite":
-        raise SystemExit("--sql replays on raw sqlite3: use it with --db sqlite")
-    if args.sql and args.concurrency != 1:
-        raise SystemExit("--sql times calls one at a time: use it with --concurrency 1")
+    if args.floor and args.db != "sqlite":
+        raise SystemExit("--floor runs the floor on SQLite: use it with --db sqlite")
     if args.smoke:
         args.calls, args.warmup = 40, 5
     if args.db == "pg":
@@ -383,7 +267,7 @@ def main() -> None:
         settings = bench_settings(args, Path(tmp))
         upgrade(settings.resolved_database_url)  # runs its own event loop on PostgreSQL
         relay_cpu = asyncio.run(measure(args, settings))
-        if args.sql:
+        if args.floor:
             shutil.rmtree(Path(tmp) / "floor", ignore_errors=True)
             asyncio.run(measure_floor(args, Path(tmp), relay_cpu))
 

@@ -40,7 +40,6 @@ from pathlib import Path
 
 import httpx
 import orjson
-from sqlalchemy import Connection
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -49,7 +48,8 @@ from bench.smpp_bench import RELAY, recreate_pg, relay_process, sink  # noqa: E4
 from bench.verify_bench import bench_account, server_cpu_seconds  # noqa: E402
 
 from relay.config import Settings  # noqa: E402
-from relay.db.engine import open_database  # noqa: E402
+from relay.db.driver import open_db  # noqa: E402
+from relay.db.sql import Tx  # noqa: E402
 from relay.events import store as event_store  # noqa: E402
 from relay.events.models import EventType, NewEvent  # noqa: E402
 from relay.ids import new_id  # noqa: E402
@@ -70,7 +70,7 @@ def backlog(settings: Settings, account_id: str, hook: str, events: int) -> list
         return {"id": f"msg_bench{number:08d}", "object": "message", "status": "delivered"}
 
     async def write() -> None:
-        db = open_database(settings.resolved_database_url)
+        db = open_db(settings.resolved_database_url)
         try:
             for start in range(0, events, BATCH):
                 now = datetime.now(UTC)
@@ -87,10 +87,10 @@ def backlog(settings: Settings, account_id: str, hook: str, events: int) -> list
                 # The bytes Relay sends: the envelope as the event store keeps it.
                 bodies.extend(orjson.dumps(event.envelope()) for event in batch)
 
-                def insert(conn: Connection, batch: list[NewEvent] = batch) -> None:
+                async def insert(tx: Tx, batch: list[NewEvent] = batch) -> None:
                     for event in batch:
-                        event_store.record(
-                            conn,
+                        await event_store.record(
+                            tx,
                             event,
                             account_id=account_id,
                             related_id=str(event.data_object["id"]),

@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from relay.accounts.models import NewAccount
-from relay.db.engine import is_postgres
 from relay.db.migrate import upgrade
+from relay.db.urls import is_postgres
 from tests.carriers.smpp_peer import install_peer
 from tests.harness import RunningServer, ServerThread, create_account, run, test_settings
 

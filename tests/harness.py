@@ -8,19 +8,21 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 import uvicorn
-from sqlalchemy import Connection
 
 from relay.accounts.models import NewAccount
 from relay.clock import OffsetClock
 from relay.config import Settings
-from relay.db.engine import open_database
+from relay.db.driver import open_db
+from relay.db.group_commit import Unit
+from relay.db.sql import Sql, Tx
+from relay.db.tables import metadata
 from relay.services import Services, build_services
 from relay.tls import CertificatePaths, ensure_self_signed
 from relay.web.app import create_app
@@ -45,17 +47,42 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
-def read_db(settings: Settings, work: Callable[[Connection], T]) -> T:
-    """Run `work` on a connection of its own to the server's database, from a test."""
+def read_db(settings: Settings, unit: Unit[T]) -> T:
+    """Run `unit` on a connection of its own to the server's database, from a test."""
 
     async def go() -> T:
-        db = open_database(settings.resolved_database_url)
+        db = open_db(settings.resolved_database_url)
         try:
-            return await db.read(work)
+            return await db.read(unit)
         finally:
             await db.close()
 
     return run(go())
+
+
+def count_rows(settings: Settings, sql: str, **params: Any) -> int:
+    """`sql` is a `SELECT count(*) AS n …` with :name parameters."""
+    statement = Sql(sql)
+
+    async def count(tx: Tx) -> int:
+        row = await tx.fetchrow(statement, params)
+        assert row is not None
+        return int(row["n"])
+
+    return read_db(settings, count)
+
+
+def every_stored_value(settings: Settings) -> list[Any]:
+    """Every value of every row of every table, as stored."""
+
+    async def dump(tx: Tx) -> list[Any]:
+        found: list[Any] = []
+        for table in metadata.sorted_tables:
+            for row in await tx.fetch(Sql(f"SELECT * FROM {table.name}")):  # noqa: S608
+                found += list(row)
+        return found
+
+    return read_db(settings, dump)
 
 
 def create_account(settings: Settings, name: str = "Acme") -> NewAccount:

@@ -15,9 +15,8 @@ from relay.clock import Clock, SystemClock
 from relay.config import Settings
 from relay.crypto import Keyring
 from relay.db.driver import Db, open_db
-from relay.db.engine import Database, open_database
 from relay.delivery.service import Delivery
-from relay.events.service import DeliverySettings, EventService, Outbox
+from relay.events.service import DeliverySettings, EventService
 from relay.idempotency.service import IdempotencyKeys
 from relay.messages.sending import MessageOwner
 from relay.messages.service import MessageService
@@ -28,9 +27,7 @@ from relay.verifications.service import Limits, VerificationService
 @dataclass
 class Services:
     settings: Settings
-    db: Database
-    # The driver-level layer (relay.db.driver); packages move to it one by one.
-    sql: Db
+    db: Db
     clock: Clock
     keyring: Keyring
     sandbox: SandboxCarrier
@@ -45,34 +42,31 @@ class Services:
     async def close(self) -> None:
         await self.delivery.close()
         await self.db.close()
-        await self.sql.close()
 
 
 def build_services(settings: Settings, *, clock: Clock | None = None) -> Services:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     clock = clock or SystemClock()
-    db = open_database(settings.resolved_database_url)
-    sql = open_db(settings.resolved_database_url)
+    db = open_db(settings.resolved_database_url)
     keyring = Keyring(settings.code_secret())
     limits = Limits(max_sends=settings.max_sends, resend_interval=settings.resend_interval)
     abuse = AbuseGuard(abuse_rules(settings))
-    # Services write events through the outbox, which wakes webhook delivery on commit.
+    # A committed event with a webhook wakes webhook delivery (relay.events.store.record).
     wake = asyncio.Event()
-    outbox = Outbox(db, wake)
-    delivery = build_delivery(settings, outbox, clock, keyring)
+    db.listen("events", wake.set)
+    delivery = build_delivery(settings, db, clock, keyring)
     return Services(
         settings=settings,
         db=db,
-        sql=sql,
         clock=clock,
         keyring=keyring,
         sandbox=delivery.carriers.sandbox,
         accounts=AccountService(db, keyring, clock),
         verifications=VerificationService(
-            outbox, keyring, clock, delivery=delivery, limits=limits, abuse=abuse
+            db, keyring, clock, delivery=delivery, limits=limits, abuse=abuse
         ),
         messages=MessageService(
-            outbox,
+            db,
             keyring,
             clock,
             delivery=delivery,
@@ -84,14 +78,12 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
         events=EventService(
             db, keyring, clock, delivery=DeliverySettings.from_settings(settings), wake=wake
         ),
-        idempotency=IdempotencyKeys(
-            sql, clock, lease=timedelta(seconds=settings.idempotency_lease)
-        ),
+        idempotency=IdempotencyKeys(db, clock, lease=timedelta(seconds=settings.idempotency_lease)),
         abuse=abuse,
     )
 
 
-def build_delivery(settings: Settings, db: Database, clock: Clock, keyring: Keyring) -> Delivery:
+def build_delivery(settings: Settings, db: Db, clock: Clock, keyring: Keyring) -> Delivery:
     return Delivery(
         db,
         clock,

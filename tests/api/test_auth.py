@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator
 
 import httpx
 import pytest
-from sqlalchemy import Connection, Row, Table, select
 
 from relay.accounts.models import ApiKey, Mode, NewAccount
 from relay.config import Settings
-from relay.db.engine import open_database
-from relay.db.tables import metadata
 from relay.errors import RelayError
 from relay.services import build_services
-from tests.harness import RunningServer, create_account
+from tests.harness import RunningServer, create_account, every_stored_value
 
 URL = "/v1/verifications"
 NUMBER = "+14155552671"
@@ -184,19 +180,7 @@ def test_live_and_test_keys_of_one_account_see_separate_data(
 
 
 def test_only_a_hash_of_each_key_is_stored(server: RunningServer, account: NewAccount) -> None:
-    async def every_stored_value() -> list[str]:
-        db = open_database(server.settings.resolved_database_url)
-        try:
-            values: list[str] = []
-            for table in metadata.sorted_tables:
-                rows = await db.read(_select_all(table))
-                for row in rows:
-                    values += [_text(value) for value in row]
-            return values
-        finally:
-            await db.close()
-
-    values = asyncio.run(every_stored_value())
+    values = [_text(value) for value in every_stored_value(server.settings)]
     assert values
     for raw in (account.test_key, account.live_key):
         secret_part = raw.split("_", 2)[2]
@@ -205,13 +189,6 @@ def test_only_a_hash_of_each_key_is_stored(server: RunningServer, account: NewAc
         assert leaks == [], f"{raw[:8]}… is stored in clear"
     stored_keys = keys_of(server.settings, account.id)
     assert {key.last4 for key in stored_keys} == {account.test_key[-4:], account.live_key[-4:]}
-
-
-def _select_all(table: Table) -> Callable[[Connection], Sequence[Row[Any]]]:
-    def work(conn: Connection) -> Sequence[Row[Any]]:
-        return conn.execute(select(table)).all()
-
-    return work
 
 
 def _text(value: object) -> str:

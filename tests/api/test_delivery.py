@@ -10,11 +10,10 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import select
 
 from relay.accounts.models import NewAccount
 from relay.cli.main import main as relay_main
-from relay.db.tables import messages
+from relay.db.sql import Sql
 from relay.delivery.usage import usage_totals
 from tests.harness import RunningServer, ServerThread, create_account, read_db, test_settings
 from tests.webhooks.receiver import events_of, isolated_database, wait_until
@@ -311,7 +310,11 @@ def test_a_malformed_message_id_is_missing(api: httpx.Client) -> None:
 # --- helpers -------------------------------------------------------------------------
 
 
+_SEALED_CODE = Sql("SELECT sealed_code FROM messages WHERE id = :id")
+
+
 def _sealed_code(server: RunningServer, message_id: str) -> bytes | None:
-    query = select(messages.c.sealed_code).where(messages.c.id == message_id)
-    found: bytes | None = read_db(server.settings, lambda c: c.execute(query).scalar_one())
+    row = read_db(server.settings, lambda tx: tx.fetchrow(_SEALED_CODE, {"id": message_id}))
+    assert row is not None
+    found: bytes | None = row["sealed_code"]
     return found

@@ -6,16 +6,14 @@ import itertools
 
 import httpx
 import pytest
-from sqlalchemy import func, select
 
 from relay.accounts.models import NewAccount, Scope
 from relay.clock import OffsetClock
 from relay.config import Settings
-from relay.db.tables import idempotency_keys
 from relay.idempotency.models import fingerprint
 from relay.services import build_services
 from relay.worker.sweeper import prune_once
-from tests.harness import RunningServer, create_account, run
+from tests.harness import RunningServer, count_rows, create_account, run
 
 NUMBER = "+14155552671"
 
@@ -45,19 +43,11 @@ def claim_elsewhere(settings: Settings, account: NewAccount, key: str, request_h
 
 
 def stored_keys(settings: Settings, scope: Scope) -> int:
-    async def go() -> int:
-        services = build_services(settings)
-        query = (
-            select(func.count())
-            .select_from(idempotency_keys)
-            .where(idempotency_keys.c.account_id == scope.account_id)
-        )
-        try:
-            return int(await services.db.read(lambda conn: conn.execute(query).scalar_one()))
-        finally:
-            await services.close()
-
-    return run(go())
+    return count_rows(
+        settings,
+        "SELECT count(*) AS n FROM idempotency_keys WHERE account_id = :account",
+        account=scope.account_id,
+    )
 
 
 _numbers = itertools.count(2700)

@@ -3,41 +3,25 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import select
 
 from relay.accounts.models import NewAccount
-from relay.db.tables import metadata
 from relay.log import KeyValueFormatter
-from relay.services import build_services
 from tests.api.test_verifications import sent_code
-from tests.harness import RunningServer, run
+from tests.harness import RunningServer, every_stored_value
 
 NUMBER = "+14155552671"
 
 
 def _dump_tables(server: RunningServer) -> str:
-    async def dump() -> str:
-        def read(conn: Any) -> str:
-            rows: list[str] = []
-            for table in metadata.sorted_tables:
-                for row in conn.execute(select(table)):
-                    for value in row:
-                        rows.append(value.hex() if isinstance(value, bytes) else repr(value))
-                        if isinstance(value, bytes):
-                            rows.append(value.decode("latin-1"))
-            return "\n".join(rows)
-
-        services = build_services(server.settings)
-        try:
-            return await services.db.read(read)
-        finally:
-            await services.close()
-
-    return run(dump())
+    rows: list[str] = []
+    for value in every_stored_value(server.settings):
+        rows.append(value.hex() if isinstance(value, bytes) else repr(value))
+        if isinstance(value, bytes):
+            rows.append(value.decode("latin-1"))
+    return "\n".join(rows)
 
 
 def test_codes_and_keys_appear_in_no_log_response_or_table(

@@ -10,15 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
 
 from relay.accounts.models import NewAccount
 from relay.config import Settings
-from relay.db.tables import events
 from relay.errors import RelayError
 from relay.services import build_services
 from relay.verifications.service import CreateRequest
-from tests.harness import create_account, run, test_settings
+from tests.harness import count_rows, create_account, run, test_settings
 
 
 def _check_many(
@@ -103,19 +101,12 @@ def _open_verification(settings: Settings, key: str) -> str:
 
 
 def _events_of(settings: Settings, verification_id: str, kind: str) -> int:
-    async def go() -> int:
-        services = build_services(settings)
-        try:
-            query = (
-                select(func.count())
-                .select_from(events)
-                .where(events.c.related_id == verification_id, events.c.type == kind)
-            )
-            return int(await services.db.read(lambda conn: conn.execute(query).scalar_one()))
-        finally:
-            await services.close()
-
-    return run(go())
+    return count_rows(
+        settings,
+        "SELECT count(*) AS n FROM events WHERE related_id = :related AND type = :kind",
+        related=verification_id,
+        kind=kind,
+    )
 
 
 def _status_of(settings: Settings, key: str, verification_id: str) -> tuple[str, int]:

@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
-from relay.db.engine import is_postgres
+from relay.db.urls import is_postgres
 from tests.carriers.smpp_peer import SmppPeer
 from tests.harness import TEST_CODE_KEY, free_port
 from tests.webhooks.receiver import isolated_database, running_receiver, write_identity

@@ -7,13 +7,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
-from sqlalchemy import func, select
 
 from relay.config import Settings
-from relay.db.tables import attempts, verifications
-from relay.services import build_services
 from tests.concurrency.relay_processes import Served, relay_servers
-from tests.harness import create_account, run, test_settings
+from tests.harness import count_rows, create_account, test_settings
 
 RACERS = 20
 BODY = {"to": "+14155550100"}
@@ -22,19 +19,18 @@ BODY = {"to": "+14155550100"}
 def _sends_of(settings: Settings, account_id: str) -> tuple[int, int]:
     """(verifications, attempts) of the account: every attempt is one SMS handed to a carrier."""
 
-    async def go() -> tuple[int, int]:
-        services = build_services(settings)
-        mine = verifications.c.account_id == account_id
-        opened = select(func.count()).select_from(verifications).where(mine)
-        sent = select(func.count()).select_from(attempts.join(verifications)).where(mine)
-        try:
-            return await services.db.read(
-                lambda conn: (conn.execute(opened).scalar_one(), conn.execute(sent).scalar_one())
-            )
-        finally:
-            await services.close()
-
-    return run(go())
+    opened = count_rows(
+        settings,
+        "SELECT count(*) AS n FROM verifications WHERE account_id = :account",
+        account=account_id,
+    )
+    sent = count_rows(
+        settings,
+        "SELECT count(*) AS n FROM attempts JOIN verifications v ON v.id = attempts.verification_id"
+        " WHERE v.account_id = :account",
+        account=account_id,
+    )
+    return opened, sent
 
 
 def _race(nodes: list[Served], key: str) -> list[httpx.Response]:

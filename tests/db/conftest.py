@@ -9,29 +9,27 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from sqlalchemy import insert
 
-from relay.db.engine import Database, open_database
-from relay.db.tables import accounts
+from relay.db.driver import Db, open_db
+from relay.db.sql import Sql
 from tests.webhooks.receiver import isolated_database
 
 ACCOUNT_ID = "acct_1"
+_ACCOUNT = Sql(
+    "INSERT INTO accounts (id, name, brand, created_at) VALUES (:id, 'Acme', 'Acme', :created)"
+)
 
 
 @pytest_asyncio.fixture
 async def db(
     request: pytest.FixtureRequest, tmp_path: Path, database_url: str
-) -> AsyncIterator[Database]:
+) -> AsyncIterator[Db]:
     """Named after the test module, so modules never share one (PostgreSQL)."""
     name = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
     url = await asyncio.to_thread(isolated_database, database_url, name, tmp_path)
-    opened = open_database(url)
+    opened = open_db(url)
     created = datetime(2026, 1, 1, tzinfo=UTC)
-    await opened.write(
-        lambda c: c.execute(
-            insert(accounts).values(id=ACCOUNT_ID, name="Acme", brand="Acme", created_at=created)
-        )
-    )
+    await opened.write(lambda tx: tx.execute(_ACCOUNT, {"id": ACCOUNT_ID, "created": created}))
     try:
         yield opened
     finally:

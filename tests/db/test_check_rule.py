@@ -11,11 +11,10 @@ import itertools
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import Connection, select, update
 
 from relay.accounts.models import Scope
-from relay.db.engine import Database
-from relay.db.tables import verifications
+from relay.db.driver import Db
+from relay.db.sql import Sql, Tx
 from relay.verifications import store
 from relay.verifications.models import CHECK_LIMIT, Status, count_check
 from relay.verifications.store import NewVerification
@@ -23,12 +22,13 @@ from tests.db.conftest import ACCOUNT_ID
 
 NOW = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
 SCOPE = Scope(account_id=ACCOUNT_ID, livemode=True)
-V = verifications.c
+SET_STATE = Sql("UPDATE verifications SET status = :status, checks = :checks WHERE id = :id")
+AFTER = Sql("SELECT status, checks, sealed_code, approved_at FROM verifications WHERE id = :id")
 
 CASES = list(itertools.product(list(Status), range(CHECK_LIMIT + 2), [False, True], [False, True]))
 
 
-def _stored(conn: Connection, number: int, status: Status, checks: int, expired: bool) -> str:
+async def _stored(tx: Tx, number: int, status: Status, checks: int, expired: bool) -> str:
     verification_id = f"ver_rule{number:04d}"
     expires_at = NOW - timedelta(minutes=1) if expired else NOW + timedelta(minutes=1)
     new = NewVerification(
@@ -44,41 +44,37 @@ def _stored(conn: Connection, number: int, status: Status, checks: int, expired:
         webhook_url=None,
         expires_at=expires_at,
     )
-    store.insert_verification(conn, SCOPE, new, NOW - timedelta(minutes=5))
-    conn.execute(
-        update(verifications)
-        .where(V.id == verification_id)
-        .values(status=status.value, checks=checks)
-    )
+    await store.insert_verification(tx, SCOPE, new, NOW - timedelta(minutes=5))
+    await tx.execute(SET_STATE, {"id": verification_id, "status": status.value, "checks": checks})
     return verification_id
 
 
-def _after(conn: Connection, verification_id: str) -> tuple[Status, int, bool, bool]:
-    row = conn.execute(
-        select(V.status, V.checks, V.sealed_code, V.approved_at).where(V.id == verification_id)
-    ).one()
-    return Status(row.status), row.checks, row.sealed_code is not None, row.approved_at is not None
+async def _after(tx: Tx, verification_id: str) -> tuple[Status, int, bool, bool]:
+    row = await tx.fetchrow(AFTER, {"id": verification_id})
+    assert row is not None
+    sealed, approved = row["sealed_code"] is not None, row["approved_at"] is not None
+    return Status(row["status"]), row["checks"], sealed, approved
 
 
 @pytest.mark.asyncio
 async def test_the_counting_statement_does_what_the_check_rule_says_for_every_input(
-    db: Database,
+    db: Db,
 ) -> None:
-    def walk(conn: Connection) -> list[str]:
+    async def walk(tx: Tx) -> list[str]:
         disagreements = []
         for number, (status, checks, expired, correct) in enumerate(CASES):
-            verification_id = _stored(conn, number, status, checks, expired)
+            verification_id = await _stored(tx, number, status, checks, expired)
             expires_at = NOW - timedelta(minutes=1) if expired else NOW + timedelta(minutes=1)
             rule = count_check(
                 status=status, checks=checks, expires_at=expires_at, now=NOW, correct=correct
             )
-            counted = store.count_check(conn, SCOPE, verification_id, correct=correct, now=NOW)
+            counted = await store.count_check(tx, SCOPE, verification_id, correct=correct, now=NOW)
             if rule is None:
                 expected = (status, checks, True, False)
             else:
                 approved = rule.status is Status.APPROVED
                 expected = (rule.status, rule.checks, not rule.closes, approved)
-            found = _after(conn, verification_id)
+            found = await _after(tx, verification_id)
             said = None if rule is None else rule.status
             if counted != said or found != expected:
                 case = (status.value, checks, expired, correct)

@@ -14,7 +14,8 @@ import pytest
 import pytest_asyncio
 
 from relay.db.driver import Db, open_db
-from relay.db.sql import IntegrityViolation, Sql, Tx
+from relay.db.group_commit import RETRIES
+from relay.db.sql import IntegrityViolation, MustRetry, Sql, Tx
 from tests.webhooks.receiver import isolated_database
 
 CREATE = Sql("CREATE TABLE IF NOT EXISTS probe (id TEXT PRIMARY KEY, n INTEGER NOT NULL)")
@@ -148,3 +149,69 @@ def test_a_process_killed_mid_batch_loses_no_answered_write(probe_url: str) -> N
             await db.close()
 
     assert {line.strip() for line in answered} <= asyncio.run(kept())
+
+
+async def test_listeners_hear_only_committed_notices(db: Db) -> None:
+    heard: list[str] = []
+    db.listen("events", lambda: heard.append("events"))
+
+    def notifying(row_id: str, *, then_fail: bool = False):  # type: ignore[no-untyped-def]
+        async def unit(tx: Tx) -> None:
+            tx.notify("events")
+            await insert(row_id, then_fail=then_fail)(tx)
+
+        return unit
+
+    with pytest.raises(ValueError, match="lost"):
+        await db.write(notifying("lost", then_fail=True))
+    assert heard == []
+    await asyncio.gather(db.write(notifying("kept")), db.write(insert("plain")))
+    assert heard == ["events"]
+
+
+async def test_a_tracer_sees_every_statement(db: Db) -> None:
+    seen: list[Sql] = []
+    db.trace(seen.append)
+    await db.write(insert("traced"))
+    await stored(db)
+    assert seen == [INSERT, ALL_IDS]
+
+
+def giving_way(row_id: str, *, times: int, tries: list[int]):  # type: ignore[no-untyped-def]
+    """A unit the database makes give way `times` times (as a deadlock victim), then not."""
+
+    async def unit(tx: Tx) -> str:
+        tries.append(1)
+        await tx.execute(INSERT, {"id": row_id, "n": len(tries)})
+        if len(tries) <= times:
+            raise MustRetry("deadlock detected")
+        return row_id
+
+    return unit
+
+
+async def test_a_deadlock_victim_runs_again_and_commits_once(db: Db) -> None:
+    alone: list[int] = []
+    assert await db.write(giving_way("alone", times=1, tries=alone)) == "alone"
+    batched: list[int] = []
+    results = await asyncio.gather(
+        db.write(insert("first")),
+        db.write(giving_way("batched", times=2, tries=batched)),
+        db.write(insert("last")),
+    )
+    assert results == ["first", "batched", "last"]
+    assert (len(alone), len(batched)) == (2, 3)
+    assert await stored(db) == ["alone", "batched", "first", "last"]
+
+
+async def test_a_unit_that_keeps_giving_way_gets_the_error_alone(db: Db) -> None:
+    tries: list[int] = []
+    results = await asyncio.gather(
+        db.write(insert("kept")),
+        db.write(giving_way("lost", times=99, tries=tries)),
+        return_exceptions=True,
+    )
+    assert results[0] == "kept"
+    assert isinstance(results[1], MustRetry)
+    assert len(tries) == RETRIES
+    assert await stored(db) == ["kept"]

@@ -10,9 +10,9 @@ from alembic.migration import MigrationContext
 from sqlalchemy import Connection, create_engine
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from relay.db.engine import is_postgres, sync_url
 from relay.db.migrate import downgrade, upgrade
 from relay.db.tables import metadata
+from relay.db.urls import is_postgres, sync_url
 from tests.webhooks.receiver import isolated_database
 
 

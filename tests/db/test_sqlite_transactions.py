@@ -1,7 +1,7 @@
 """SQLite: a write takes the database's write lock when it begins, and reads see snapshots.
 
-The adapter runs transactions on the event loop's thread and sends BEGIN from
-the dialect's own hook; these tests hold it to what the stores rely on.
+The writer runs its batches on the event loop's thread and opens each with
+BEGIN IMMEDIATE; these tests hold it to what the stores rely on.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Connection, text
 
-from relay.db.engine import SqliteDatabase
 from relay.db.migrate import upgrade
+from relay.db.sql import Sql, Tx
+from relay.db.sqlite import SqliteDb
 
 
 @pytest.fixture
@@ -40,9 +40,13 @@ def other_writer_is_locked_out(path: Path) -> bool:
 async def test_a_write_holds_the_write_lock_before_its_first_statement(
     database_path: Path,
 ) -> None:
-    db = SqliteDatabase(f"sqlite:///{database_path}")
+    db = SqliteDb(str(database_path))
     try:
-        locked = await db.write(lambda conn: other_writer_is_locked_out(database_path))
+
+        async def look(tx: Tx) -> bool:
+            return other_writer_is_locked_out(database_path)
+
+        locked = await db.write(look)
         assert locked
         assert not other_writer_is_locked_out(database_path)  # released on commit
     finally:
@@ -51,29 +55,31 @@ async def test_a_write_holds_the_write_lock_before_its_first_statement(
 
 @pytest.mark.asyncio
 async def test_a_read_does_not_take_the_write_lock(database_path: Path) -> None:
-    db = SqliteDatabase(f"sqlite:///{database_path}")
+    db = SqliteDb(str(database_path))
     try:
-        assert not await db.read(lambda conn: other_writer_is_locked_out(database_path))
+
+        async def look(tx: Tx) -> bool:
+            return other_writer_is_locked_out(database_path)
+
+        assert not await db.read(look)
     finally:
         await db.close()
 
 
 @pytest.mark.asyncio
 async def test_a_failed_write_leaves_nothing_behind(database_path: Path) -> None:
-    db = SqliteDatabase(f"sqlite:///{database_path}")
+    db = SqliteDb(str(database_path))
 
-    def insert_then_fail(conn: Connection) -> None:
-        conn.execute(text("CREATE TABLE scratch (n INTEGER)"))
-        conn.execute(text("INSERT INTO scratch VALUES (1)"))
+    async def insert_then_fail(tx: Tx) -> None:
+        await tx.execute(Sql("CREATE TABLE scratch (n INTEGER)"))
+        await tx.execute(Sql("INSERT INTO scratch VALUES (1)"))
         raise RuntimeError("the unit of work failed")
 
     try:
         with pytest.raises(RuntimeError):
             await db.write(insert_then_fail)
         tables = await db.read(
-            lambda conn: conn.execute(
-                text("SELECT name FROM sqlite_master WHERE name = 'scratch'")
-            ).all()
+            lambda tx: tx.fetch(Sql("SELECT name FROM sqlite_master WHERE name = 'scratch'"))
         )
         assert tables == []
         assert not other_writer_is_locked_out(database_path)

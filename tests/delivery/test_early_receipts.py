@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from sqlalchemy import func, select
 
 from relay.accounts.models import Caller
 from relay.carriers.base import DeliveryReport, OutboundSms, ReportSink, SubmitReceipt
-from relay.db.tables import early_reports as early_reports_table
+from relay.db.sql import Sql
 from relay.delivery import early_reports, usage
 from relay.messages.models import Message
 from relay.messages.service import SendRequest
@@ -47,6 +46,9 @@ class ScriptedCarrier:
 
     async def close(self) -> None:
         self.sink = None
+
+
+PARKED = Sql("SELECT count(*) AS n FROM early_reports")
 
 
 def report(message_id: str) -> DeliveryReport:
@@ -87,8 +89,9 @@ async def send(services: Services, caller: Caller, to: str) -> Message:
 
 
 async def parked(services: Services) -> int:
-    query = select(func.count()).select_from(early_reports_table)
-    return int(await services.db.read(lambda c: c.execute(query).scalar_one()))
+    row = await services.db.read(lambda tx: tx.fetchrow(PARKED))
+    assert row is not None
+    return int(row["n"])
 
 
 @pytest.mark.asyncio
@@ -117,7 +120,9 @@ async def test_a_receipt_parked_while_another_process_recorded_the_submit_is_app
     assert message.status.value == "sent"
     # The receipt's transaction missed the recorded id (read before the other commit).
     now = datetime.now(UTC)
-    await services.db.write(lambda c: early_reports.park(c, report(carrier.submitted[-1]), now=now))
+    await services.db.write(
+        lambda tx: early_reports.park(tx, report(carrier.submitted[-1]), now=now)
+    )
 
     assert await services.delivery.apply_early_reports() == 0
     after = await services.messages.retrieve(caller, message.id)
@@ -136,7 +141,7 @@ async def test_a_second_receipt_for_the_same_sms_changes_nothing(services: Servi
 
     after = await services.messages.retrieve(caller, message.id)
     assert [a.status.value for a in after.attempts] == ["delivered"]
-    totals = await services.db.read(lambda c: usage.usage_totals(c, account_id=caller.account_id))
+    totals = await services.db.read(lambda tx: usage.usage_totals(tx, account_id=caller.account_id))
     assert totals == {"delivered": 1}
 
 

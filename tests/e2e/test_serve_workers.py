@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from relay.db.engine import is_postgres
+from relay.db.urls import is_postgres
 from tests.harness import free_port
 
 RELAY = [sys.executable, "-m", "relay.cli.main"]

@@ -32,8 +32,9 @@ from cryptography.x509.oid import NameOID
 from sqlalchemy.engine import make_url
 
 from relay.config import Settings
-from relay.db.engine import is_postgres
 from relay.db.migrate import upgrade
+from relay.db.sql import Tx
+from relay.db.urls import is_postgres
 from relay.events import store as event_store
 from relay.events.models import EventType, NewEvent
 from relay.ids import new_id
@@ -352,10 +353,10 @@ async def record_events(services: Services, url: str, count: int) -> tuple[str, 
         for i in range(count)
     ]
 
-    def work(conn: Any) -> None:
+    async def work(tx: Tx) -> None:
         for event in made:
-            event_store.record(
-                conn, event, account_id=account.id, related_id=new_id("ver"), webhook_url=url
+            await event_store.record(
+                tx, event, account_id=account.id, related_id=new_id("ver"), webhook_url=url
             )
 
     await services.db.write(work)

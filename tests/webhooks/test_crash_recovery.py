@@ -133,9 +133,8 @@ async def test_a_lease_that_ran_out_is_taken_over_and_the_late_worker_cannot_rec
         assert await stuck.events.ledger.record([Finished(held, attempt, ok=True)]) == [None]
         [recorded] = await rescuer.events.ledger.record([Finished(taken, attempt, ok=True)])
         assert recorded is not None
-        api_view = await rescuer.db.read(
-            lambda c: event_store._attempts_for(c, [event_id])[event_id]
-        )
+        found = await rescuer.db.read(lambda tx: event_store.attempts_for(tx, [event_id]))
+        api_view = found[event_id]
         assert [(a.status_code, a.error) for a in api_view] == [(None, "worker_lost"), (200, None)]
     finally:
         await stuck.close()

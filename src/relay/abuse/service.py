@@ -1,15 +1,13 @@
-"""Abuse checks, called inside the verification transactions so counts and sends agree.
+"""Abuse checks, called inside the senders' units of work so counts and sends agree.
 
 Each `before_*` returns the refusal instead of raising it: a pumping block must be
-written in the same transaction that refuses the send, and a raise would roll it back.
+written in the same unit of work that refuses the send, and a raise would roll it back.
 """
 
 from __future__ import annotations
 
 import logging
 from datetime import datetime
-
-from sqlalchemy import Connection
 
 from relay.abuse import store
 from relay.abuse.models import (
@@ -30,6 +28,7 @@ from relay.abuse.models import (
     window_start,
 )
 from relay.accounts.models import Scope
+from relay.db.sql import Tx
 from relay.errors import (
     DailyCapReached,
     DestinationBlocked,
@@ -46,9 +45,9 @@ class AbuseGuard:
     def __init__(self, rules: Rules) -> None:
         self.rules = rules
 
-    def before_send(
+    async def before_send(
         self,
-        conn: Connection,
+        tx: Tx,
         scope: Scope,
         destination: Destination,
         *,
@@ -57,13 +56,13 @@ class AbuseGuard:
     ) -> RateLimitError | None:
         """Why this SMS must not go out, or None. `opens`: a new verification, not a resend."""
         if opens:
-            refusal = self._too_many_verifications(conn, scope, destination.e164, now)
+            refusal = await self._too_many_verifications(tx, scope, destination.e164, now)
             if refusal is not None:
                 return refusal
         day, hour = window_start(now, DAY), window_start(now, HOUR)
         # Every counter this decision needs, in one round trip.
-        counters = store.windows(
-            conn,
+        counters = await store.windows(
+            tx,
             scope,
             [
                 (Kind.NUMBER, destination.e164, day),
@@ -73,21 +72,23 @@ class AbuseGuard:
         )
         return (
             self._failed_checks(counters[(Kind.NUMBER, destination.e164)], scope, now)
-            or self._pumping(conn, scope, destination, counters, now)
+            or await self._pumping(tx, scope, destination, counters, now)
             or self._daily_cap(counters[(Kind.ACCOUNT, "")], now)
         )
 
-    def record_send(
-        self, conn: Connection, scope: Scope, destination: Destination, *, now: datetime
+    async def record_send(
+        self, tx: Tx, scope: Scope, destination: Destination, *, now: datetime
     ) -> None:
         rows = [(kind, subject, 1, 0, 0) for kind, subject in self._subjects(destination)]
-        store.bump_many(conn, scope, [*rows, (Kind.ACCOUNT, "", 1, 0, 0)], bucket=bucket_of(now))
+        await store.bump_many(
+            tx, scope, [*rows, (Kind.ACCOUNT, "", 1, 0, 0)], bucket=bucket_of(now)
+        )
 
-    def before_check(
-        self, conn: Connection, scope: Scope, to: str, *, now: datetime
+    async def before_check(
+        self, tx: Tx, scope: Scope, to: str, *, now: datetime
     ) -> RateLimitError | None:
         """Wrong codes are capped per number across verifications, against guessing."""
-        buckets = store.window(conn, scope, Kind.NUMBER, to, since=window_start(now, DAY))
+        buckets = await store.window(tx, scope, Kind.NUMBER, to, since=window_start(now, DAY))
         return self._failed_checks(buckets, scope, now)
 
     def _failed_checks(
@@ -100,9 +101,9 @@ class AbuseGuard:
         wait = wait_for_buckets(counts, cap=cap, length=DAY, now=now)
         return None if wait is None else TooManyFailedChecks(retry_after=wait)
 
-    def record_check(
+    async def record_check(
         self,
-        conn: Connection,
+        tx: Tx,
         scope: Scope,
         destination: Destination,
         *,
@@ -112,28 +113,28 @@ class AbuseGuard:
         """Wrong codes count against the number; approvals are the conversions the
         pumping guard compares sends with."""
         bucket = bucket_of(now)
-        if not correct:
-            store.bump(conn, scope, Kind.NUMBER, destination.e164, bucket=bucket, failed_checks=1)
-            return
-        rows = [(kind, subject, 0, 1, 0) for kind, subject in self._subjects(destination)]
-        store.bump_many(conn, scope, rows, bucket=bucket)
+        if correct:
+            rows = [(kind, subject, 0, 1, 0) for kind, subject in self._subjects(destination)]
+        else:
+            rows = [(Kind.NUMBER, destination.e164, 0, 0, 1)]
+        await store.bump_many(tx, scope, rows, bucket=bucket)
 
-    def prune(self, conn: Connection, *, now: datetime) -> int:
-        return store.prune(conn, counters_before=window_start(now, DAY) - BUCKET, now=now)
+    async def prune(self, tx: Tx, *, now: datetime) -> int:
+        return await store.prune(tx, counters_before=window_start(now, DAY) - BUCKET, now=now)
 
-    def _too_many_verifications(
-        self, conn: Connection, scope: Scope, to: str, now: datetime
+    async def _too_many_verifications(
+        self, tx: Tx, scope: Scope, to: str, now: datetime
     ) -> RateLimitError | None:
-        opened = store.verifications_opened(conn, scope, to, since=now - HOUR)
+        opened = await store.verifications_opened(tx, scope, to, since=now - HOUR)
         cap = self.rules.per_number(
             self.rules.number_verifications_per_hour, livemode=scope.livemode
         )
         wait = wait_for_times(opened, cap=cap, length=HOUR, now=now)
         return None if wait is None else TooManyVerifications(retry_after=wait)
 
-    def _pumping(
+    async def _pumping(
         self,
-        conn: Connection,
+        tx: Tx,
         scope: Scope,
         destination: Destination,
         counters: dict[tuple[Kind, str], list[Bucket]],
@@ -142,7 +143,7 @@ class AbuseGuard:
         if self.rules.guard is GuardMode.OFF:
             return None
         subjects = self._subjects(destination)
-        blocked = store.blocks(conn, scope, subjects)
+        blocked = await store.blocks(tx, scope, subjects)
         for kind, subject in subjects:
             until = blocked.get((kind, subject))
             if until is not None and until > now:
@@ -151,7 +152,7 @@ class AbuseGuard:
                 _log_block(scope, kind, subject, destination, self.rules.guard)
                 if self.rules.guard is GuardMode.ENFORCE:
                     until = now + self.rules.block_for
-                    store.block(conn, scope, kind, subject, until=until, now=now)
+                    await store.block(tx, scope, kind, subject, until=until, now=now)
                     return DestinationBlocked(retry_after=seconds_until(until, now))
         return None
 

@@ -1,10 +1,8 @@
-"""Account and key use cases: each runs in one transaction."""
+"""Account and key use cases: each runs in one unit of work."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-
-from sqlalchemy import Connection
 
 from relay.accounts import store
 from relay.accounts.models import (
@@ -18,7 +16,8 @@ from relay.accounts.models import (
 )
 from relay.clock import Clock
 from relay.crypto import Keyring, generate_secret, hash_api_key
-from relay.db.engine import Database
+from relay.db.driver import Db
+from relay.db.sql import Tx
 from relay.errors import AuthenticationFailed, InvalidRequest, ResourceMissing
 from relay.ids import new_id
 
@@ -31,7 +30,7 @@ class KeyLimitReached(InvalidRequest):
 
 
 class AccountService:
-    def __init__(self, db: Database, keyring: Keyring, clock: Clock) -> None:
+    def __init__(self, db: Db, keyring: Keyring, clock: Clock) -> None:
         self._db = db
         self._keyring = keyring
         self._clock = clock
@@ -45,14 +44,14 @@ class AccountService:
         secret_id = new_id("whs")
         sealed = self._keyring.seal(secret_id, secret)
 
-        def work(conn: Connection) -> None:
-            store.insert_account(
-                conn, account_id=account_id, name=name, brand=brand or name, now=now
+        async def work(tx: Tx) -> None:
+            await store.insert_account(
+                tx, account_id=account_id, name=name, brand=brand or name, now=now
             )
             for raw in (test_key, live_key):
-                _insert_key(conn, account_id, raw, now)
-            store.insert_webhook_secret(
-                conn, secret_id=secret_id, account_id=account_id, sealed=sealed, now=now
+                await _insert_key(tx, account_id, raw, now)
+            await store.insert_webhook_secret(
+                tx, secret_id=secret_id, account_id=account_id, sealed=sealed, now=now
             )
 
         await self._db.write(work)
@@ -63,7 +62,7 @@ class AccountService:
     ) -> None:
         """Geo permissions: sends to other countries are refused before any cost."""
         if not await self._db.write(
-            lambda conn: store.set_allowed_countries(conn, account_id, countries)
+            lambda tx: store.set_allowed_countries(tx, account_id, countries)
         ):
             raise ResourceMissing(f"No account {account_id}.")
 
@@ -71,25 +70,24 @@ class AccountService:
         now = self._clock.now()
         raw = generate_secret(key_prefix(mode))
 
-        def work(conn: Connection) -> ApiKey:
-            if not store.account_exists(conn, account_id):
+        async def work(tx: Tx) -> ApiKey:
+            if not await store.account_exists(tx, account_id):
                 raise ResourceMissing(f"No account {account_id}.")
             if (
-                store.active_key_count(conn, account_id, livemode=mode == "live")
+                await store.active_key_count(tx, account_id, livemode=mode == "live")
                 >= MAX_ACTIVE_KEYS_PER_MODE
             ):
                 raise KeyLimitReached()
-            key_id = _insert_key(conn, account_id, raw, now)
-            return next(k for k in store.list_keys(conn, account_id) if k.id == key_id)
+            return await _insert_key(tx, account_id, raw, now)
 
         return await self._db.write(work), raw
 
     async def list_keys(self, account_id: str | None = None) -> list[ApiKey]:
-        return await self._db.read(lambda conn: store.list_keys(conn, account_id))
+        return await self._db.read(lambda tx: store.list_keys(tx, account_id))
 
     async def revoke_key(self, key_id: str) -> None:
         now = self._clock.now()
-        if not await self._db.write(lambda conn: store.revoke_key(conn, key_id, now=now)):
+        if not await self._db.write(lambda tx: store.revoke_key(tx, key_id, now=now)):
             raise ResourceMissing(f"No active key {key_id}.")
 
     async def authenticate(self, raw_key: str | None) -> Caller:
@@ -97,7 +95,8 @@ class AccountService:
         if raw_key is None or key_mode(raw_key) is None:
             raise AuthenticationFailed()
         key_hash = hash_api_key(raw_key)
-        caller = await self._db.read(lambda conn: store.caller_for_hash(conn, key_hash))
+        # One statement, outside any transaction: this runs on every request.
+        caller = await self._db.read(lambda tx: store.caller_for_hash(tx, key_hash))
         if caller is None:
             raise AuthenticationFailed()
         return caller
@@ -114,27 +113,25 @@ class AccountService:
         secret_id = new_id("whs")
         sealed = self._keyring.seal(secret_id, secret)
 
-        def work(conn: Connection) -> None:
-            if not store.account_exists(conn, account_id):
+        async def work(tx: Tx) -> None:
+            if not await store.account_exists(tx, account_id):
                 raise ResourceMissing(f"No account {account_id}.")
-            store.expire_webhook_secrets(conn, account_id, at=ends)
-            store.insert_webhook_secret(
-                conn, secret_id=secret_id, account_id=account_id, sealed=sealed, now=now
+            await store.expire_webhook_secrets(tx, account_id, at=ends)
+            await store.insert_webhook_secret(
+                tx, secret_id=secret_id, account_id=account_id, sealed=sealed, now=now
             )
 
         await self._db.write(work)
         return secret, ends
 
 
-def _insert_key(conn: Connection, account_id: str, raw: str, now: datetime) -> str:
-    key_id = new_id("key")
-    store.insert_key(
-        conn,
-        key_id=key_id,
+async def _insert_key(tx: Tx, account_id: str, raw: str, now: datetime) -> ApiKey:
+    return await store.insert_key(
+        tx,
+        key_id=new_id("key"),
         account_id=account_id,
         livemode=key_mode(raw) == "live",
         key_hash=hash_api_key(raw),
         last4=raw[-4:],
         now=now,
     )
-    return key_id

@@ -3,39 +3,68 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
-
-from sqlalchemy import Connection, Row, bindparam, func, insert, or_, select, update
 
 from relay.accounts.models import ApiKey, Caller
-from relay.db.prepared import Prepared
-from relay.db.tables import UtcDateTime, accounts, api_keys, webhook_secrets
+from relay.db.sql import Row, Sql, Tx, document, flag, moment, moment_or_none
 
-K = api_keys.c
+_KEY_COLUMNS = "id, account_id, livemode, last4, created_at, revoked_at"
+
+_INSERT_ACCOUNT = Sql(
+    "INSERT INTO accounts (id, name, brand, created_at) VALUES (:id, :name, :brand, :now)"
+)
+_ACCOUNT_EXISTS = Sql("SELECT id FROM accounts WHERE id = :id")
+_ACTIVE_KEY_COUNT = Sql(
+    "SELECT count(*) AS n FROM api_keys"
+    " WHERE account_id = :account AND livemode = :livemode AND revoked_at IS NULL"
+)
+_INSERT_KEY = Sql(
+    "INSERT INTO api_keys (id, account_id, livemode, key_hash, last4, created_at)"
+    f" VALUES (:id, :account, :livemode, :key_hash, :last4, :now) RETURNING {_KEY_COLUMNS}"
+)
+_ALL_KEYS = Sql(f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY account_id, id")
+_ACCOUNT_KEYS = Sql(
+    f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE account_id = :account ORDER BY account_id, id"
+)
+_REVOKE_KEY = Sql("UPDATE api_keys SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL")
+# One indexed read on every request. The raw key never reaches SQL: it is found by its
+# SHA-256, so timing reveals nothing about how much of a guessed key matched.
+_CALLER_FOR_HASH = Sql(
+    "SELECT k.id, k.account_id, k.livemode, a.brand, a.webotp_domain, a.allowed_countries"
+    " FROM api_keys k JOIN accounts a ON a.id = k.account_id"
+    " WHERE k.key_hash = :hash AND k.revoked_at IS NULL"
+)
+_SET_ALLOWED_COUNTRIES = Sql("UPDATE accounts SET allowed_countries = :countries WHERE id = :id")
+_INSERT_WEBHOOK_SECRET = Sql(
+    "INSERT INTO webhook_secrets (id, account_id, sealed_secret, created_at)"
+    " VALUES (:id, :account, :sealed, :now)"
+)
+# Webhook delivery reads it for every attempt it signs.
+_ACTIVE_WEBHOOK_SECRETS = Sql(
+    "SELECT id, sealed_secret FROM webhook_secrets WHERE account_id = :account"
+    " AND (expires_at IS NULL OR expires_at > :now) ORDER BY id DESC"
+)
+_EXPIRE_WEBHOOK_SECRETS = Sql(
+    "UPDATE webhook_secrets SET expires_at = :at"
+    " WHERE account_id = :account AND (expires_at IS NULL OR expires_at > :at)"
+)
 
 
-def insert_account(
-    conn: Connection, *, account_id: str, name: str, brand: str, now: datetime
-) -> None:
-    conn.execute(insert(accounts).values(id=account_id, name=name, brand=brand, created_at=now))
+async def insert_account(tx: Tx, *, account_id: str, name: str, brand: str, now: datetime) -> None:
+    await tx.execute(_INSERT_ACCOUNT, {"id": account_id, "name": name, "brand": brand, "now": now})
 
 
-def account_exists(conn: Connection, account_id: str) -> bool:
-    found = conn.execute(select(accounts.c.id).where(accounts.c.id == account_id)).first()
-    return found is not None
+async def account_exists(tx: Tx, account_id: str) -> bool:
+    return await tx.fetchrow(_ACCOUNT_EXISTS, {"id": account_id}) is not None
 
 
-def active_key_count(conn: Connection, account_id: str, *, livemode: bool) -> int:
-    query = (
-        select(func.count())
-        .select_from(api_keys)
-        .where(K.account_id == account_id, K.livemode == livemode, K.revoked_at.is_(None))
-    )
-    return int(conn.execute(query).scalar_one())
+async def active_key_count(tx: Tx, account_id: str, *, livemode: bool) -> int:
+    row = await tx.fetchrow(_ACTIVE_KEY_COUNT, {"account": account_id, "livemode": livemode})
+    assert row is not None
+    return int(row["n"])
 
 
-def insert_key(
-    conn: Connection,
+async def insert_key(
+    tx: Tx,
     *,
     key_id: str,
     account_id: str,
@@ -43,126 +72,79 @@ def insert_key(
     key_hash: str,
     last4: str,
     now: datetime,
-) -> None:
-    conn.execute(
-        insert(api_keys).values(
-            id=key_id,
-            account_id=account_id,
-            livemode=livemode,
-            key_hash=key_hash,
-            last4=last4,
-            created_at=now,
-        )
-    )
+) -> ApiKey:
+    """The key as stored (RETURNING: no second read)."""
+    params = {
+        "id": key_id,
+        "account": account_id,
+        "livemode": livemode,
+        "key_hash": key_hash,
+        "last4": last4,
+        "now": now,
+    }
+    row = await tx.fetchrow(_INSERT_KEY, params)
+    assert row is not None
+    return _key_from_row(row)
 
 
-def _key_from_row(row: Row[Any]) -> ApiKey:
+def _key_from_row(row: Row) -> ApiKey:
     return ApiKey(
-        id=row.id,
-        account_id=row.account_id,
-        livemode=row.livemode,
-        last4=row.last4,
-        created_at=row.created_at,
-        revoked_at=row.revoked_at,
+        id=row["id"],
+        account_id=row["account_id"],
+        livemode=flag(row["livemode"]),
+        last4=row["last4"],
+        created_at=moment(row["created_at"]),
+        revoked_at=moment_or_none(row["revoked_at"]),
     )
 
 
-def list_keys(conn: Connection, account_id: str | None) -> list[ApiKey]:
-    query = select(api_keys).order_by(K.account_id, K.id)
-    if account_id is not None:
-        query = query.where(K.account_id == account_id)
-    return [_key_from_row(row) for row in conn.execute(query)]
+async def list_keys(tx: Tx, account_id: str | None) -> list[ApiKey]:
+    if account_id is None:
+        rows = await tx.fetch(_ALL_KEYS)
+    else:
+        rows = await tx.fetch(_ACCOUNT_KEYS, {"account": account_id})
+    return [_key_from_row(row) for row in rows]
 
 
-def revoke_key(conn: Connection, key_id: str, *, now: datetime) -> bool:
-    result = conn.execute(
-        update(api_keys).where(K.id == key_id, K.revoked_at.is_(None)).values(revoked_at=now)
-    )
-    return result.rowcount == 1
+async def revoke_key(tx: Tx, key_id: str, *, now: datetime) -> bool:
+    return await tx.execute(_REVOKE_KEY, {"id": key_id, "now": now}) == 1
 
 
-# Built once: authentication runs on every request.
-_CALLER_FOR_HASH = Prepared(
-    select(
-        K.id,
-        K.account_id,
-        K.livemode,
-        accounts.c.brand,
-        accounts.c.webotp_domain,
-        accounts.c.allowed_countries,
-    )
-    .join(accounts, accounts.c.id == K.account_id)
-    .where(K.key_hash == bindparam("hash"), K.revoked_at.is_(None))
-)
-
-
-def caller_for_hash(conn: Connection, key_hash: str) -> Caller | None:
-    row = _CALLER_FOR_HASH.execute(conn, {"hash": key_hash}).first()
+async def caller_for_hash(tx: Tx, key_hash: str) -> Caller | None:
+    row = await tx.fetchrow(_CALLER_FOR_HASH, {"hash": key_hash})
     if row is None:
         return None
+    # Rows written before this layer may hold JSON `null` rather than SQL NULL: both read as None.
+    allowed = document(row["allowed_countries"])
     return Caller(
-        account_id=row.account_id,
-        brand=row.brand,
-        webotp_domain=row.webotp_domain,
-        livemode=row.livemode,
-        key_id=row.id,
-        allowed_countries=(
-            None if row.allowed_countries is None else frozenset(row.allowed_countries)
-        ),
+        account_id=row["account_id"],
+        brand=row["brand"],
+        webotp_domain=row["webotp_domain"],
+        livemode=flag(row["livemode"]),
+        key_id=row["id"],
+        allowed_countries=None if allowed is None else frozenset(allowed),
     )
 
 
-def set_allowed_countries(
-    conn: Connection, account_id: str, countries: frozenset[str] | None
-) -> bool:
+async def set_allowed_countries(tx: Tx, account_id: str, countries: frozenset[str] | None) -> bool:
     stored = None if countries is None else sorted(countries)
-    result = conn.execute(
-        update(accounts).where(accounts.c.id == account_id).values(allowed_countries=stored)
-    )
-    return result.rowcount == 1
+    return await tx.execute(_SET_ALLOWED_COUNTRIES, {"id": account_id, "countries": stored}) == 1
 
 
-def insert_webhook_secret(
-    conn: Connection, *, secret_id: str, account_id: str, sealed: bytes, now: datetime
+async def insert_webhook_secret(
+    tx: Tx, *, secret_id: str, account_id: str, sealed: bytes, now: datetime
 ) -> None:
-    conn.execute(
-        insert(webhook_secrets).values(
-            id=secret_id, account_id=account_id, sealed_secret=sealed, created_at=now
-        )
-    )
+    params = {"id": secret_id, "account": account_id, "sealed": sealed, "now": now}
+    await tx.execute(_INSERT_WEBHOOK_SECRET, params)
 
 
-_SECRET = webhook_secrets.c
-# Built once: webhook delivery reads it for every attempt it signs.
-_ACTIVE_WEBHOOK_SECRETS = Prepared(
-    select(_SECRET.id, _SECRET.sealed_secret)
-    .where(
-        _SECRET.account_id == bindparam("account_id"),
-        or_(
-            _SECRET.expires_at.is_(None),
-            _SECRET.expires_at > bindparam("now", type_=UtcDateTime()),
-        ),
-    )
-    .order_by(_SECRET.id.desc())
-)
-
-
-def active_webhook_secrets(
-    conn: Connection, account_id: str, *, now: datetime
+async def active_webhook_secrets(
+    tx: Tx, account_id: str, *, now: datetime
 ) -> list[tuple[str, bytes]]:
-    rows = _ACTIVE_WEBHOOK_SECRETS.execute(conn, {"account_id": account_id, "now": now})
-    return [(row.id, row.sealed_secret) for row in rows]
+    rows = await tx.fetch(_ACTIVE_WEBHOOK_SECRETS, {"account": account_id, "now": now})
+    return [(row["id"], bytes(row["sealed_secret"])) for row in rows]
 
 
-def expire_webhook_secrets(conn: Connection, account_id: str, *, at: datetime) -> int:
+async def expire_webhook_secrets(tx: Tx, account_id: str, *, at: datetime) -> int:
     """End the account's active secrets at `at` (a roll's overlap), never later than set."""
-    secret = webhook_secrets.c
-    result = conn.execute(
-        update(webhook_secrets)
-        .where(
-            secret.account_id == account_id,
-            or_(secret.expires_at.is_(None), secret.expires_at > at),
-        )
-        .values(expires_at=at)
-    )
-    return int(result.rowcount)
+    return await tx.execute(_EXPIRE_WEBHOOK_SECRETS, {"account": account_id, "at": at})

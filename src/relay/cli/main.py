@@ -176,7 +176,7 @@ async def _usage(services: Any, args: argparse.Namespace) -> int:
         print("relay: --since takes a day, YYYY-MM-DD", file=sys.stderr)
         return 2
     rows = await services.db.read(
-        lambda conn: usage_rows(conn, account_id=args.account, since=args.since)
+        lambda tx: usage_rows(tx, account_id=args.account, since=args.since)
     )
     if args.json:
         for row in rows:

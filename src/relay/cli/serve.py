@@ -16,8 +16,8 @@ from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
 
 from relay.config import Settings
-from relay.db.engine import is_postgres
 from relay.db.migrate import upgrade
+from relay.db.urls import is_postgres
 from relay.log import configure
 from relay.services import build_services
 from relay.tls import CertificatePaths, ensure_self_signed

@@ -7,12 +7,14 @@ transaction, `snapshot` runs one whose statements all see the same commit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from relay.db.group_commit import MAX_BATCH, T, Unit
 from relay.db.postgres import PostgresDb
-from relay.db.sql import Dialect
+from relay.db.sql import Dialect, Trace
 from relay.db.sqlite import SqliteDb
+from relay.db.urls import is_postgres, postgres_dsn, sqlite_path
 
 
 class Db(Protocol):
@@ -26,16 +28,22 @@ class Db(Protocol):
 
     async def close(self) -> None: ...
 
+    def listen(self, channel: str, callback: Callable[[], None]) -> None:
+        """Call `callback` after every commit of a unit that notified `channel`."""
+        ...
 
-def sqlite_path(url: str) -> str:
-    scheme, _, path = url.partition(":///")
-    if not scheme.startswith("sqlite") or not path:
-        raise ValueError(f"not a SQLite file URL: {url}")
-    return path
+    def trace(self, trace: Trace | None) -> None:
+        """Report every statement run from now on (statement counts in tests and benches)."""
+        ...
+
+    @property
+    def commits(self) -> int:
+        """Batches committed so far."""
+        ...
 
 
 def open_db(url: str, *, max_batch: int = MAX_BATCH) -> Db:
     """`max_batch=1` gives every unit a transaction of its own (for comparisons)."""
-    if url.startswith("postgresql"):
-        return PostgresDb(url, max_batch=max_batch)
+    if is_postgres(url):
+        return PostgresDb(postgres_dsn(url), max_batch=max_batch)
     return SqliteDb(sqlite_path(url), max_batch=max_batch)

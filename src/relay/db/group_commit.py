@@ -24,12 +24,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from relay.db.sql import Tx
+from relay.db.sql import MustRetry, Tx
 
 T = TypeVar("T")
 Unit = Callable[[Tx], Awaitable[T]]
 log = logging.getLogger("relay.db")
 
+# A deadlock victim (PostgreSQL) runs again, after its savepoint rolled back,
+# this many times in all before its request gets the error.
+RETRIES = 3
 # Enough to amortise a commit many times over; small enough that one batch's
 # row locks (PostgreSQL) and its wait for the loop (SQLite) stay short.
 MAX_BATCH = 64
@@ -40,6 +43,10 @@ class Session(Protocol):
 
     @property
     def tx(self) -> Tx: ...
+
+    def take_notified(self) -> set[str]:
+        """The channels the unit that just ran notified; forgets them."""
+        ...
 
     async def begin(self) -> None: ...
 
@@ -70,6 +77,11 @@ class GroupCommit:
         self._tasks: list[asyncio.Task[None]] = []
         # Batches committed, for the benchmarks and tests that show batching.
         self.commits = 0
+        self._listeners: dict[str, list[Callable[[], None]]] = {}
+
+    def listen(self, channel: str, callback: Callable[[], None]) -> None:
+        """Call `callback` after each commit of a batch in which a unit notified `channel`."""
+        self._listeners.setdefault(channel, []).append(callback)
 
     def start(self) -> None:
         if not self._tasks:
@@ -103,7 +115,7 @@ class GroupCommit:
 
     async def _commit(self, session: Session, batch: list[_Queued]) -> None:
         try:
-            outcomes = await self._run_batch(session, batch)
+            outcomes, channels = await _run_batch(session, batch)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 await session.rollback()
@@ -115,12 +127,16 @@ class GroupCommit:
             return
         except Exception as error:
             # BEGIN or COMMIT failed: nothing of this batch is durable.
+            session.take_notified()
             with contextlib.suppress(Exception):
                 await session.rollback()
             log.warning("db.batch_failed units=%d error=%s", len(batch), type(error).__name__)
             _fail_all(batch, error)
             return
         self.commits += 1
+        for channel in channels:
+            for callback in self._listeners.get(channel, ()):
+                callback()
         for queued, (ok, value) in zip(batch, outcomes, strict=True):
             if queued.future.done():
                 continue
@@ -129,36 +145,64 @@ class GroupCommit:
             else:
                 queued.future.set_exception(value)
 
-    async def _run_batch(self, session: Session, batch: list[_Queued]) -> list[tuple[bool, Any]]:
-        await session.begin()
-        if len(batch) == 1:
-            return [await _alone(session, batch[0].unit)]
-        outcomes = []
-        for queued in batch:
-            outcomes.append(await _in_savepoint(session, queued.unit))
-        await session.commit()
-        return outcomes
+
+Outcome = tuple[bool, Any]
 
 
-async def _alone(session: Session, unit: Unit[Any]) -> tuple[bool, Any]:
-    try:
-        value = await unit(session.tx)
-    except Exception as error:
-        await session.rollback()
-        return False, error
+async def _run_batch(session: Session, batch: list[_Queued]) -> tuple[list[Outcome], set[str]]:
+    """Each unit's outcome, and the channels the committed units notified."""
+    await session.begin()
+    if len(batch) == 1:
+        outcome = await _alone(session, batch[0].unit)
+        return [outcome], session.take_notified() if outcome[0] else set()
+    outcomes: list[Outcome] = []
+    channels: set[str] = set()
+    for queued in batch:
+        outcome = await _in_savepoint(session, queued.unit)
+        notified = session.take_notified()
+        if outcome[0]:
+            channels |= notified
+        outcomes.append(outcome)
     await session.commit()
-    return True, value
+    return outcomes, channels
 
 
-async def _in_savepoint(session: Session, unit: Unit[Any]) -> tuple[bool, Any]:
-    await session.savepoint()
-    try:
-        value = await unit(session.tx)
-    except Exception as error:
-        await session.rollback_to_savepoint()
-        return False, error
-    await session.release()
-    return True, value
+async def _alone(session: Session, unit: Unit[Any]) -> Outcome:
+    for tries_left in reversed(range(RETRIES)):
+        try:
+            value = await unit(session.tx)
+        except MustRetry as error:
+            await session.rollback()
+            session.take_notified()
+            if not tries_left:
+                return False, error
+            await session.begin()
+        except Exception as error:
+            await session.rollback()
+            return False, error
+        else:
+            await session.commit()
+            return True, value
+    raise AssertionError("unreachable")
+
+
+async def _in_savepoint(session: Session, unit: Unit[Any]) -> Outcome:
+    for tries_left in reversed(range(RETRIES)):
+        await session.savepoint()
+        try:
+            value = await unit(session.tx)
+        except MustRetry as error:
+            await session.rollback_to_savepoint()
+            session.take_notified()
+            if not tries_left:
+                return False, error
+        except Exception as error:
+            await session.rollback_to_savepoint()
+            return False, error
+        else:
+            await session.release()
+            return True, value
+    raise AssertionError("unreachable")
 
 
 def _fail_all(batch: list[_Queued], error: BaseException) -> None:

@@ -11,19 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 import asyncpg
 
 from relay.db.group_commit import MAX_BATCH, GroupCommit, T, Unit
 from relay.db.sql import (
+    Channels,
     DatabaseUnavailable,
     Dialect,
     IntegrityViolation,
+    MustRetry,
     Params,
     Row,
     Sql,
+    Trace,
     values,
 )
 
@@ -44,23 +47,22 @@ def _translated() -> Iterator[None]:
         yield
     except asyncpg.IntegrityConstraintViolationError as error:
         raise IntegrityViolation(str(error)) from error
+    except (asyncpg.DeadlockDetectedError, asyncpg.SerializationError) as error:
+        raise MustRetry(str(error)) from error
     except _UNAVAILABLE as error:
         raise DatabaseUnavailable(str(error)) from error
 
 
-def dsn_of(url: str) -> str:
-    """asyncpg takes libpq's URL form, without SQLAlchemy's driver suffix."""
-    scheme, _, rest = url.partition("://")
-    return f"postgresql://{rest}" if scheme.startswith("postgresql") else url
-
-
-class PostgresTx:
+class PostgresTx(Channels):
     dialect: Dialect = "postgresql"
 
-    def __init__(self, connection: Any) -> None:
+    def __init__(self, connection: Any, trace: Trace | None = None) -> None:
+        super().__init__(trace)
         self.connection = connection
 
     async def execute(self, statement: Sql, params: Params | None = None) -> int:
+        if self.trace is not None:
+            self.trace(statement)
         with _translated():
             status: str = await self.connection.execute(
                 statement.postgres, *values(statement, params, "postgresql")
@@ -69,12 +71,16 @@ class PostgresTx:
         return int(count) if count.isdigit() else 0
 
     async def executemany(self, statement: Sql, rows: Sequence[Params]) -> None:
+        if self.trace is not None:
+            self.trace(statement)
         with _translated():
             await self.connection.executemany(
                 statement.postgres, [values(statement, row, "postgresql") for row in rows]
             )
 
     async def fetch(self, statement: Sql, params: Params | None = None) -> list[Row]:
+        if self.trace is not None:
+            self.trace(statement)
         with _translated():
             rows: list[Row] = await self.connection.fetch(
                 statement.postgres, *values(statement, params, "postgresql")
@@ -82,6 +88,8 @@ class PostgresTx:
         return rows
 
     async def fetchrow(self, statement: Sql, params: Params | None = None) -> Row | None:
+        if self.trace is not None:
+            self.trace(statement)
         with _translated():
             row: Row | None = await self.connection.fetchrow(
                 statement.postgres, *values(statement, params, "postgresql")
@@ -97,6 +105,9 @@ class PostgresSession:
         self._connection: Any = None
         self.tx = PostgresTx(None)
 
+    def take_notified(self) -> set[str]:
+        return self.tx.take_notified()
+
     async def _run(self, sql: str) -> None:
         with _translated():
             await self.tx.connection.execute(sql)
@@ -105,7 +116,7 @@ class PostgresSession:
         if self._connection is None or self._connection.is_closed():
             with _translated():
                 self._connection = await asyncpg.connect(self._dsn)
-            self.tx = PostgresTx(self._connection)
+            self.tx.connection = self._connection
         await self._run("BEGIN")
 
     async def savepoint(self) -> None:
@@ -136,16 +147,17 @@ class PostgresDb:
 
     def __init__(
         self,
-        url: str,
+        dsn: str,
         *,
         writers: int = WRITERS,
         readers: int = READERS,
         max_batch: int = MAX_BATCH,
     ) -> None:
-        self._dsn = dsn_of(url)
+        self._dsn = dsn
         self._readers = readers
         self._pool: Any = None
         self._opening = asyncio.Lock()
+        self._trace: Trace | None = None
         self._sessions = [PostgresSession(self._dsn) for _ in range(writers)]
         self._group = GroupCommit(list(self._sessions), max_batch=max_batch)
 
@@ -156,16 +168,24 @@ class PostgresDb:
     async def write(self, unit: Unit[T]) -> T:
         return await self._group.run(unit)
 
+    def trace(self, trace: Trace | None) -> None:
+        self._trace = trace
+        for session in self._sessions:
+            session.tx.trace = trace
+
+    def listen(self, channel: str, callback: Callable[[], None]) -> None:
+        self._group.listen(channel, callback)
+
     async def read(self, unit: Unit[T]) -> T:
         async with self._acquired() as connection:
-            return await unit(PostgresTx(connection))
+            return await unit(PostgresTx(connection, self._trace))
 
     async def snapshot(self, unit: Unit[T]) -> T:
         async with (
             self._acquired() as connection,
             connection.transaction(isolation="repeatable_read", readonly=True),
         ):
-            return await unit(PostgresTx(connection))
+            return await unit(PostgresTx(connection, self._trace))
 
     @contextlib.asynccontextmanager
     async def _acquired(self) -> AsyncIterator[Any]:

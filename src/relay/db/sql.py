@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
@@ -35,6 +35,10 @@ class Row(Protocol):
 
 class IntegrityViolation(Exception):
     """A unique or foreign-key constraint refused the write."""
+
+
+class MustRetry(Exception):
+    """The database made this unit give way (a deadlock victim): running it again may succeed."""
 
 
 class DatabaseUnavailable(Exception):
@@ -70,10 +74,18 @@ class Sql:
         return f"Sql({self.text!r})"
 
 
+# Called with every statement a Tx runs: the statement-count tests and benches listen.
+Trace = Callable[[Sql], None]
+
+
 class Tx(Protocol):
     """The connection a unit of work runs on, inside its transaction."""
 
     dialect: Dialect
+
+    def notify(self, channel: str) -> None:
+        """Wake the channel's listeners once this unit has committed (never if it rolls back)."""
+        ...
 
     async def execute(self, statement: Sql, params: Params | None = None) -> int:
         """Run a statement; the number of rows it changed."""
@@ -84,6 +96,21 @@ class Tx(Protocol):
     async def fetch(self, statement: Sql, params: Params | None = None) -> list[Row]: ...
 
     async def fetchrow(self, statement: Sql, params: Params | None = None) -> Row | None: ...
+
+
+class Channels:
+    """What every Tx shares: the channels its current unit notified, and the tracer."""
+
+    def __init__(self, trace: Trace | None = None) -> None:
+        self.notified: set[str] = set()
+        self.trace = trace
+
+    def notify(self, channel: str) -> None:
+        self.notified.add(channel)
+
+    def take_notified(self) -> set[str]:
+        taken, self.notified = self.notified, set()
+        return taken
 
 
 def bind(value: Any, dialect: Dialect) -> Any:

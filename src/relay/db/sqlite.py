@@ -15,16 +15,18 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from relay.db.group_commit import MAX_BATCH, GroupCommit, T, Unit
 from relay.db.sql import (
+    Channels,
     DatabaseUnavailable,
     Dialect,
     IntegrityViolation,
     Params,
     Row,
     Sql,
+    Trace,
     values,
 )
 
@@ -64,30 +66,39 @@ def _translated() -> Iterator[None]:
         raise DatabaseUnavailable(str(error)) from error
 
 
-class SqliteTx:
+class SqliteTx(Channels):
     dialect: Dialect = "sqlite"
 
-    def __init__(self, connection: sqlite3.Connection) -> None:
+    def __init__(self, connection: sqlite3.Connection, trace: Trace | None = None) -> None:
+        super().__init__(trace)
         self.connection = connection
 
     async def execute(self, statement: Sql, params: Params | None = None) -> int:
+        if self.trace is not None:
+            self.trace(statement)
         with _translated():
             cursor = self.connection.execute(statement.sqlite, values(statement, params, "sqlite"))
         return cursor.rowcount
 
     async def executemany(self, statement: Sql, rows: Sequence[Params]) -> None:
+        if self.trace is not None:
+            self.trace(statement)
         with _translated():
             self.connection.executemany(
                 statement.sqlite, [values(statement, row, "sqlite") for row in rows]
             )
 
     async def fetch(self, statement: Sql, params: Params | None = None) -> list[Row]:
+        if self.trace is not None:
+            self.trace(statement)
         with _translated():
             cursor = self.connection.execute(statement.sqlite, values(statement, params, "sqlite"))
             rows: list[Row] = cursor.fetchall()
         return rows
 
     async def fetchrow(self, statement: Sql, params: Params | None = None) -> Row | None:
+        if self.trace is not None:
+            self.trace(statement)
         with _translated():
             cursor = self.connection.execute(statement.sqlite, values(statement, params, "sqlite"))
             row: Row | None = cursor.fetchone()
@@ -102,6 +113,9 @@ class SqliteSession:
     def __init__(self, connection: sqlite3.Connection) -> None:
         self.connection = connection
         self.tx = SqliteTx(connection)
+
+    def take_notified(self) -> set[str]:
+        return self.tx.take_notified()
 
     def _run(self, sql: str) -> None:
         with _translated():
@@ -135,8 +149,9 @@ class SqliteDb:
         self.path = path
         self._writer = connect(path)
         self._writer.execute(f"PRAGMA wal_autocheckpoint={WAL_BACKSTOP_PAGES}")
-        self._reader = connect(path)
-        self._group = GroupCommit([SqliteSession(self._writer)], max_batch=max_batch)
+        self._reader = SqliteTx(connect(path))
+        self._session = SqliteSession(self._writer)
+        self._group = GroupCommit([self._session], max_batch=max_batch)
         self._checkpointer = Checkpointer(path)
 
     @property
@@ -146,25 +161,32 @@ class SqliteDb:
     async def write(self, unit: Unit[T]) -> T:
         return await self._group.run(unit)
 
+    def trace(self, trace: Trace | None) -> None:
+        self._reader.trace = self._session.tx.trace = trace
+
+    def listen(self, channel: str, callback: Callable[[], None]) -> None:
+        self._group.listen(channel, callback)
+
     async def read(self, unit: Unit[T]) -> T:
         """Each statement sees the latest commit (no snapshot across statements)."""
-        return await unit(SqliteTx(self._reader))
+        return await unit(self._reader)
 
     async def snapshot(self, unit: Unit[T]) -> T:
         """Every statement of `unit` sees the same committed state."""
-        if self._reader.in_transaction:
-            return await unit(SqliteTx(self._reader))
-        self._reader.execute("BEGIN")
+        reader = self._reader.connection
+        if reader.in_transaction:
+            return await unit(self._reader)
+        reader.execute("BEGIN")
         try:
-            return await unit(SqliteTx(self._reader))
+            return await unit(self._reader)
         finally:
-            self._reader.execute("COMMIT")
+            reader.execute("COMMIT")
 
     async def close(self) -> None:
         await self._group.close()
         self._checkpointer.stop()
         self._writer.close()
-        self._reader.close()
+        self._reader.connection.close()
 
 
 class Checkpointer:

@@ -1,10 +1,9 @@
-"""The schema, in SQLAlchemy Core. Migrations under `migrations/` create it."""
+"""The schema, in SQLAlchemy Core: what the migrations under `migrations/` are written
+against. Runtime queries do not use it; they go through `relay.db.sql`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -19,11 +18,9 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
-    literal_column,
     text,
 )
 from sqlalchemy.engine import Dialect
-from sqlalchemy.sql import ColumnElement
 from sqlalchemy.types import DateTime, TypeDecorator
 
 
@@ -45,33 +42,6 @@ class UtcDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-    def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
-        if dialect.name != "sqlite":
-            return super().bind_processor(dialect)
-
-        # The text SQLite's DATETIME would write, in one C call instead of
-        # process_bind_param and a %-format: a create binds twenty-odd times.
-        def process(value: datetime | None) -> str | None:
-            if value is None:
-                return None
-            if value.tzinfo is None:
-                raise ValueError("naive datetimes are not stored")
-            return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
-
-        return process
-
-
-def in_state(column: ColumnElement[Any], state: str) -> ColumnElement[bool]:
-    """`column = 'state'` with the state written into the SQL, not bound.
-
-    The partial indexes below (`WHERE status = 'pending'` and the like) serve a
-    query only if it states their predicate as a constant: SQLite plans a
-    statement before its parameters are bound, and PostgreSQL's generic plan
-    for a prepared statement does not know them either. Bound, the sweeps and
-    claims read the whole table.
-    """
-    return column == literal_column(f"'{state}'")
 
 
 metadata = MetaData()

@@ -7,29 +7,31 @@ A carrier may report delivery before the transaction that records the submit
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
-
-from sqlalchemy import Connection, and_, bindparam, delete, insert, select
 
 from relay.carriers.base import DeliveryReport, ReportStatus
-from relay.db.prepared import Prepared
-from relay.db.tables import attempts, early_reports
+from relay.db.sql import Row, Sql, Tx, moment
 
-A = attempts.c
-R = early_reports.c
-
-_PARK = insert(early_reports)
-_TAKE_EARLY = Prepared(
-    select(R.id, R.carrier, R.carrier_message_id, R.status, R.error_code, R.at).where(
-        R.carrier == bindparam("carrier"),
-        R.carrier_message_id == bindparam("carrier_message_id"),
-    )
+_PARK = Sql(
+    "INSERT INTO early_reports (carrier, carrier_message_id, status, error_code, at,"
+    " received_at) VALUES (:carrier, :carrier_message_id, :status, :error_code, :at, :now)"
 )
+# Taken and removed in one statement: a receipt is applied once.
+_TAKE_EARLY = Sql(
+    "DELETE FROM early_reports WHERE carrier = :carrier"
+    " AND carrier_message_id = :carrier_message_id"
+    " RETURNING carrier, carrier_message_id, status, error_code, at"
+)
+_TAKE_MATCHED = Sql(
+    "DELETE FROM early_reports WHERE id IN (SELECT r.id FROM early_reports r JOIN attempts a"
+    " ON a.carrier = r.carrier AND a.carrier_message_id = r.carrier_message_id LIMIT :limit)"
+    " RETURNING carrier, carrier_message_id, status, error_code, at"
+)
+_PRUNE = Sql("DELETE FROM early_reports WHERE received_at < :before")
 
 
-def park(conn: Connection, report: DeliveryReport, *, now: datetime) -> None:
+async def park(tx: Tx, report: DeliveryReport, *, now: datetime) -> None:
     """Keep a receipt whose message id no attempt carries yet."""
-    conn.execute(
+    await tx.execute(
         _PARK,
         {
             "carrier": report.carrier,
@@ -37,48 +39,34 @@ def park(conn: Connection, report: DeliveryReport, *, now: datetime) -> None:
             "status": report.status,
             "error_code": report.error_code,
             "at": report.at,
-            "received_at": now,
+            "now": now,
         },
     )
 
 
-def _report(row: Any) -> DeliveryReport:
-    status: ReportStatus = "delivered" if row.status == "delivered" else "failed"
+def _report(row: Row) -> DeliveryReport:
+    status: ReportStatus = "delivered" if row["status"] == "delivered" else "failed"
     return DeliveryReport(
-        carrier=row.carrier,
-        carrier_message_id=row.carrier_message_id,
+        carrier=row["carrier"],
+        carrier_message_id=row["carrier_message_id"],
         status=status,
-        error_code=row.error_code,
-        at=row.at,
+        error_code=row["error_code"],
+        at=moment(row["at"]),
     )
 
 
-def take(conn: Connection, carrier: str, carrier_message_id: str) -> DeliveryReport | None:
+async def take(tx: Tx, carrier: str, carrier_message_id: str) -> DeliveryReport | None:
     """The parked receipt for this message id, removed from the parking table."""
     params = {"carrier": carrier, "carrier_message_id": carrier_message_id}
-    rows = _TAKE_EARLY.execute(conn, params).all()
-    if not rows:
-        return None
-    conn.execute(delete(early_reports).where(R.id.in_([r.id for r in rows])))
-    return _report(rows[0])
+    rows = await tx.fetch(_TAKE_EARLY, params)
+    return _report(rows[0]) if rows else None
 
 
-def matched(conn: Connection, *, limit: int) -> list[DeliveryReport]:
+async def matched(tx: Tx, *, limit: int) -> list[DeliveryReport]:
     """Parked receipts whose attempt has since recorded its message id (a cross-process race)."""
-    matched = (
-        select(R.id, R.carrier, R.carrier_message_id, R.status, R.error_code, R.at)
-        .join(
-            attempts,
-            and_(A.carrier == R.carrier, A.carrier_message_id == R.carrier_message_id),
-        )
-        .limit(limit)
-    )
-    rows = list(conn.execute(matched))
-    if rows:
-        conn.execute(delete(early_reports).where(R.id.in_([r.id for r in rows])))
-    return [_report(r) for r in rows]
+    return [_report(r) for r in await tx.fetch(_TAKE_MATCHED, {"limit": limit})]
 
 
-def prune(conn: Connection, *, before: datetime) -> int:
+async def prune(tx: Tx, *, before: datetime) -> int:
     """Receipts nobody claimed for a day are for SMS this database never sent."""
-    return conn.execute(delete(early_reports).where(R.received_at < before)).rowcount
+    return await tx.execute(_PRUNE, {"before": before})

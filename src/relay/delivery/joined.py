@@ -3,54 +3,50 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from sqlalchemy import Connection, bindparam, select
-
-from relay.db.tables import attempts
+from relay.db.sql import Row, Sql, Tx, document, moment
 from relay.delivery.attempts import Attempt, AttemptStatus
 
-A = attempts.c
-
-# For loads that join an owner to its attempts in one statement (one owner,
-# one round trip): the attempt's columns under names of their own.
+# For loads that join an owner to its attempts (table alias `a`) in one
+# statement (one owner, one round trip): the attempt's columns under names of their own.
 JOINED_ATTEMPT_COLUMNS = (
-    A.id.label("attempt_id"),
-    A.status.label("attempt_status"),
-    A.carrier.label("attempt_carrier"),
-    A.at.label("attempt_at"),
-    A.error.label("attempt_error"),
+    "a.id AS attempt_id, a.status AS attempt_status, a.carrier AS attempt_carrier,"
+    " a.at AS attempt_at, a.error AS attempt_error"
 )
-_ATTEMPTS_OF_VERIFICATIONS = (
-    select(A.verification_id, *JOINED_ATTEMPT_COLUMNS)
-    .where(A.verification_id.in_(bindparam("ids", expanding=True)))
-    .order_by(A.verification_id, A.id)
+_ATTEMPTS_OF_VERIFICATIONS = Sql(
+    "SELECT a.verification_id, a.id AS attempt_id, a.status AS attempt_status,"
+    " a.carrier AS attempt_carrier, a.at AS attempt_at, a.error AS attempt_error"
+    " FROM attempts a WHERE a.verification_id IN (SELECT value FROM json_each(:ids))"
+    " ORDER BY a.verification_id, a.id",
+    postgres="SELECT a.verification_id, a.id AS attempt_id, a.status AS attempt_status,"
+    " a.carrier AS attempt_carrier, a.at AS attempt_at, a.error AS attempt_error"
+    " FROM attempts a"
+    " WHERE a.verification_id IN (SELECT json_array_elements_text(CAST(:ids AS json)))"
+    " ORDER BY a.verification_id, a.id",
 )
 
 
-def _joined_attempt(row: Any, livemode: bool) -> Attempt:
+def _joined_attempt(row: Row, livemode: bool) -> Attempt:
     return Attempt(
-        id=row.attempt_id,
-        status=AttemptStatus(row.attempt_status),
-        carrier=row.attempt_carrier,
-        at=row.attempt_at,
-        error=row.attempt_error,
+        id=row["attempt_id"],
+        status=AttemptStatus(row["attempt_status"]),
+        carrier=row["attempt_carrier"],
+        at=moment(row["attempt_at"]),
+        error=document(row["attempt_error"]),
         livemode=livemode,
     )
 
 
-def joined_attempts(rows: Sequence[Any], *, livemode: bool) -> list[Attempt]:
+def joined_attempts(rows: Sequence[Row], *, livemode: bool) -> list[Attempt]:
     """The attempts in rows selected with JOINED_ATTEMPT_COLUMNS (an outer join: none is NULL)."""
-    return [_joined_attempt(row, livemode) for row in rows if row.attempt_id is not None]
+    return [_joined_attempt(row, livemode) for row in rows if row["attempt_id"] is not None]
 
 
-def attempts_of(
-    conn: Connection, ids: Sequence[str], *, livemode: bool
-) -> dict[str, list[Attempt]]:
+async def attempts_of(tx: Tx, ids: Sequence[str], *, livemode: bool) -> dict[str, list[Attempt]]:
     """Each verification's attempts, oldest first, in one query (for a page of them)."""
     grouped: dict[str, list[Attempt]] = {i: [] for i in ids}
     if not ids:
         return grouped
-    for row in conn.execute(_ATTEMPTS_OF_VERIFICATIONS, {"ids": list(ids)}):
-        grouped[row.verification_id].append(_joined_attempt(row, livemode))
+    for row in await tx.fetch(_ATTEMPTS_OF_VERIFICATIONS, {"ids": list(ids)}):
+        grouped[row["verification_id"]].append(_joined_attempt(row, livemode))
     return grouped

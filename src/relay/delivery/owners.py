@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
-from sqlalchemy import Connection
+from relay.crypto import Keyring
+from relay.db.sql import Row, Tx, moment
+from relay.sms.text import render_sms
 
 # The attempts table keeps its owner in one of two columns, one per kind.
 Kind = Literal["verification", "message"]
@@ -38,6 +40,45 @@ class Draft:
 
 
 @dataclass(frozen=True)
+class Sendable:
+    """What an owner's SMS is built from, as its row keeps it. `sealed_code` holds the code."""
+
+    owner_id: str
+    to: str
+    sender: str
+    locale: str
+    sealed_code: bytes | None
+    expires_at: datetime
+    brand: str
+    webotp_domain: str | None
+
+    @classmethod
+    def from_row(cls, owner_id: str, row: Row) -> Sendable:
+        """From to_number, sender, locale, sealed_code, expires_at, brand, webotp_domain."""
+        sealed = row["sealed_code"]
+        return cls(
+            owner_id=owner_id,
+            to=row["to_number"],
+            sender=row["sender"],
+            locale=row["locale"],
+            sealed_code=None if sealed is None else bytes(sealed),
+            expires_at=moment(row["expires_at"]),
+            brand=row["brand"],
+            webotp_domain=row["webotp_domain"],
+        )
+
+    def draft(self, keyring: Keyring) -> Draft | None:
+        """The SMS, or None once the code has been erased (the owner closed)."""
+        if self.sealed_code is None:
+            return None
+        code = keyring.unseal(self.owner_id, self.sealed_code)
+        body = render_sms(
+            locale=self.locale, brand=self.brand, code=code, webotp_domain=self.webotp_domain
+        )
+        return Draft(to=self.to, sender=self.sender, body=body, expires_at=self.expires_at)
+
+
+@dataclass(frozen=True)
 class OwnerState:
     """An owner as it stood after the change it was told of."""
 
@@ -55,28 +96,28 @@ class OwnerState:
 class Owner(Protocol):
     """One kind of attempt owner. Every method runs inside the caller's transaction."""
 
-    def draft(self, conn: Connection, owner_id: str) -> Draft | None:
+    async def draft(self, tx: Tx, owner_id: str) -> Draft | None:
         """The SMS to (re)submit for an attempt; None once the owner is closed."""
         ...
 
-    def state(self, conn: Connection, owner_id: str, *, now: datetime) -> OwnerState | None: ...
+    async def state(self, tx: Tx, owner_id: str, *, now: datetime) -> OwnerState | None: ...
 
-    def attempt_sent(self, conn: Connection, owner_id: str, *, now: datetime) -> OwnerState | None:
+    async def attempt_sent(self, tx: Tx, owner_id: str, *, now: datetime) -> OwnerState | None:
         """A carrier took one of its attempts; no final receipt yet."""
         ...
 
-    def attempt_delivered(
-        self, conn: Connection, owner_id: str, attempt_id: str, *, now: datetime, also_sent: bool
+    async def attempt_delivered(
+        self, tx: Tx, owner_id: str, attempt_id: str, *, now: datetime, also_sent: bool
     ) -> OwnerState | None:
         """`attempt_id` was delivered. `also_sent`: its sending was not told before."""
         ...
 
-    def attempt_failed(
-        self, conn: Connection, owner_id: str, *, now: datetime, last: bool
+    async def attempt_failed(
+        self, tx: Tx, owner_id: str, *, now: datetime, last: bool
     ) -> OwnerState | None:
         """An attempt failed. `last`: no carrier is left to fail over to."""
         ...
 
-    def attempt_canceled(self, conn: Connection, owner_id: str, *, now: datetime) -> None:
+    async def attempt_canceled(self, tx: Tx, owner_id: str, *, now: datetime) -> None:
         """A queued attempt was dropped unsent: its owner closed or expired meanwhile."""
         ...

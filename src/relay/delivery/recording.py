@@ -1,4 +1,4 @@
-"""Recording carriers' answers: one transaction each, with its owner's change and usage.
+"""Recording carriers' answers: one unit of work each, with its owner's change and usage.
 
 Every answer moves the attempt by one conditional UPDATE, tells the owner
 (which updates itself and records its events), counts a live attempt's
@@ -12,11 +12,10 @@ import logging
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection
-
 from relay.carriers import routing
 from relay.carriers.base import DeliveryReport, SubmitReceipt
 from relay.carriers.registry import CarrierSet
+from relay.db.sql import Tx
 from relay.delivery import early_reports, store, usage
 from relay.delivery.attempts import AttemptStatus
 from relay.delivery.jobs import Job, Step
@@ -50,9 +49,9 @@ class Recorder:
 
     # --- opening attempts -----------------------------------------------------
 
-    def queue(
+    async def queue(
         self,
-        conn: Connection,
+        tx: Tx,
         owner: OwnerRef,
         route: tuple[str, ...],
         position: int,
@@ -61,26 +60,28 @@ class Recorder:
         """Write a queued attempt; this process leases it if it will submit it, else none does."""
         attempt = store.queued(owner, route, position)
         until = now if self.leased_to is None else now + self._lease
-        store.insert_queued(conn, attempt, now=now, lease_owner=self.leased_to, lease_until=until)
+        await store.insert_queued(
+            tx, attempt, now=now, lease_owner=self.leased_to, lease_until=until
+        )
         return attempt
 
-    def job(self, conn: Connection, attempt: AttemptRow) -> Job | None:
+    async def job(self, tx: Tx, attempt: AttemptRow) -> Job | None:
         """The attempt's SMS, rebuilt by its owner; None once the owner is closed."""
         owner, owner_id = self._owner(attempt)
-        draft = owner.draft(conn, owner_id)
+        draft = await owner.draft(tx, owner_id)
         return None if draft is None else Job.of(attempt, draft)
 
-    def job_or_cancel(self, conn: Connection, attempt_id: str, now: datetime) -> Job | None:
-        attempt = store.load(conn, attempt_id)
+    async def job_or_cancel(self, tx: Tx, attempt_id: str, now: datetime) -> Job | None:
+        attempt = await store.load(tx, attempt_id)
         if attempt is None:
             return None
-        job = self.job(conn, attempt)
+        job = await self.job(tx, attempt)
         if job is not None and now < job.expires_at:
             return job
         # Closed or expired while queued: sending now would only cost money.
         error = routing.attempt_error(routing.SEND_CANCELED, docs=self.docs)
-        store.finish(
-            conn,
+        await store.finish(
+            tx,
             attempt.id,
             from_status=AttemptStatus.QUEUED,
             to_status=AttemptStatus.FAILED,
@@ -88,47 +89,49 @@ class Recorder:
             now=now,
         )
         owner, owner_id = self._owner(attempt)
-        owner.attempt_canceled(conn, owner_id, now=now)
+        await owner.attempt_canceled(tx, owner_id, now=now)
         return None
 
     # --- answers --------------------------------------------------------------
 
-    def sent(
-        self, conn: Connection, attempt: AttemptRow, receipt: SubmitReceipt, now: datetime
+    async def sent(
+        self, tx: Tx, attempt: AttemptRow, receipt: SubmitReceipt, now: datetime
     ) -> Step:
         """A carrier took the attempt; its answer may already be final (the sandbox)."""
         message_id = receipt.carrier_message_id
         if receipt.final is not None and receipt.final.status == "delivered":
             # Sent and delivered in one UPDATE from queued, one owner load for both events.
-            if not store.record_delivered(conn, attempt.id, carrier_message_id=message_id, now=now):
+            if not await store.record_delivered(
+                tx, attempt.id, carrier_message_id=message_id, now=now
+            ):
                 log.warning("delivery.lease_lost attempt=%s", attempt.id)
                 return Step()
-            return self._delivered(conn, attempt, now, also_sent=True)
+            return await self._delivered(tx, attempt, now, also_sent=True)
         due = now + timedelta(
             seconds=self._carriers.receipt_timeout(attempt.carrier, self._receipt_timeout)
         )
-        if not store.record_sent(
-            conn, attempt.id, carrier_message_id=message_id, report_due_at=due, now=now
+        if not await store.record_sent(
+            tx, attempt.id, carrier_message_id=message_id, report_due_at=due, now=now
         ):
             log.warning("delivery.lease_lost attempt=%s", attempt.id)
             return Step()
-        report = receipt.final or early_reports.take(conn, attempt.carrier, message_id)
+        report = receipt.final or await early_reports.take(tx, attempt.carrier, message_id)
         if report is not None and report.status == "delivered":
             # A receipt that came before its submit's record: one owner load for both events.
-            return self._finish_delivered(conn, attempt, now, also_sent=True)
+            return await self._finish_delivered(tx, attempt, now, also_sent=True)
         owner, owner_id = self._owner(attempt)
-        state = owner.attempt_sent(conn, owner_id, now=now)
+        state = await owner.attempt_sent(tx, owner_id, now=now)
         if report is None:
             return Step(latest=_snapshot(state))
         expires_at = now if state is None else state.expires_at
-        return self._undeliverable(conn, attempt, report, now, expires_at)
+        return await self._undeliverable(tx, attempt, report, now, expires_at)
 
-    def report(self, conn: Connection, report: DeliveryReport, now: datetime) -> Step:
+    async def report(self, tx: Tx, report: DeliveryReport, now: datetime) -> Step:
         """A carrier's final receipt, for whichever attempt carries its message id."""
-        attempt = store.by_carrier_message(conn, report.carrier, report.carrier_message_id)
+        attempt = await store.by_carrier_message(tx, report.carrier, report.carrier_message_id)
         if attempt is None:
             # The receipt overtook the recording of its submit: keep it for that.
-            early_reports.park(conn, report, now=now)
+            await early_reports.park(tx, report, now=now)
             return Step()
         if attempt.status is not AttemptStatus.SENT:
             log.info(
@@ -139,20 +142,21 @@ class Recorder:
             )
             return Step()
         if report.status == "delivered":
-            return self._finish_delivered(conn, attempt, now, also_sent=False)
-        return self._undeliverable(conn, attempt, report, now, self.expires_at(conn, attempt, now))
+            return await self._finish_delivered(tx, attempt, now, also_sent=False)
+        expires_at = await self.expires_at(tx, attempt, now)
+        return await self._undeliverable(tx, attempt, report, now, expires_at)
 
-    def failed(
+    async def failed(
         self,
-        conn: Connection,
+        tx: Tx,
         attempt: AttemptRow,
         from_status: AttemptStatus,
         failure: routing.Fail,
         now: datetime,
     ) -> Step:
         """Record a failed attempt, then open the next one if failover may go on."""
-        if not store.finish(
-            conn,
+        if not await store.finish(
+            tx,
             attempt.id,
             from_status=from_status,
             to_status=AttemptStatus.FAILED,
@@ -162,24 +166,24 @@ class Recorder:
             return Step()
         owner, owner_id = self._owner(attempt)
         position = failure.next_position
-        state = owner.attempt_failed(conn, owner_id, now=now, last=position is None)
+        state = await owner.attempt_failed(tx, owner_id, now=now, last=position is None)
         if state is None:
             return Step()
-        self._count(conn, state, attempt, str(failure.error["code"]), now)
+        await self._count(tx, state, attempt, str(failure.error["code"]), now)
         if position is None or not state.is_open:
             return Step(latest=state.snapshot)
-        following = self.queue(conn, attempt.owner, attempt.route, position, now)
+        following = await self.queue(tx, attempt.owner, attempt.route, position, now)
         return Step(following, state.snapshot)
 
-    def expires_at(self, conn: Connection, attempt: AttemptRow, now: datetime) -> datetime:
+    async def expires_at(self, tx: Tx, attempt: AttemptRow, now: datetime) -> datetime:
         """Until when failover may go on: the owner's expiry (now, if it is gone)."""
         owner, owner_id = self._owner(attempt)
-        state = owner.state(conn, owner_id, now=now)
+        state = await owner.state(tx, owner_id, now=now)
         return now if state is None else state.expires_at
 
-    def _undeliverable(
+    async def _undeliverable(
         self,
-        conn: Connection,
+        tx: Tx,
         attempt: AttemptRow,
         report: DeliveryReport,
         now: datetime,
@@ -194,13 +198,13 @@ class Recorder:
             carrier_code=report.error_code,
             docs=self.docs,
         )
-        return self.failed(conn, attempt, AttemptStatus.SENT, failure, now)
+        return await self.failed(tx, attempt, AttemptStatus.SENT, failure, now)
 
-    def _finish_delivered(
-        self, conn: Connection, attempt: AttemptRow, now: datetime, *, also_sent: bool
+    async def _finish_delivered(
+        self, tx: Tx, attempt: AttemptRow, now: datetime, *, also_sent: bool
     ) -> Step:
-        if not store.finish(
-            conn,
+        if not await store.finish(
+            tx,
             attempt.id,
             from_status=AttemptStatus.SENT,
             to_status=AttemptStatus.DELIVERED,
@@ -208,26 +212,28 @@ class Recorder:
             now=now,
         ):
             return Step()
-        return self._delivered(conn, attempt, now, also_sent=also_sent)
+        return await self._delivered(tx, attempt, now, also_sent=also_sent)
 
-    def _delivered(
-        self, conn: Connection, attempt: AttemptRow, now: datetime, *, also_sent: bool
+    async def _delivered(
+        self, tx: Tx, attempt: AttemptRow, now: datetime, *, also_sent: bool
     ) -> Step:
         """After the attempt's row says delivered: its owner and usage."""
         owner, owner_id = self._owner(attempt)
-        state = owner.attempt_delivered(conn, owner_id, attempt.id, now=now, also_sent=also_sent)
+        state = await owner.attempt_delivered(
+            tx, owner_id, attempt.id, now=now, also_sent=also_sent
+        )
         if state is None:
             return Step()
-        self._count(conn, state, attempt, "delivered", now)
+        await self._count(tx, state, attempt, "delivered", now)
         return Step(latest=state.snapshot)
 
-    def _count(
-        self, conn: Connection, state: OwnerState, attempt: AttemptRow, outcome: str, now: datetime
+    async def _count(
+        self, tx: Tx, state: OwnerState, attempt: AttemptRow, outcome: str, now: datetime
     ) -> None:
         if not state.livemode:
             return  # test keys never cost anything
-        usage.count(
-            conn,
+        await usage.count(
+            tx,
             account_id=state.account_id,
             day=now.date().isoformat(),
             country=state.country,

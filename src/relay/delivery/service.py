@@ -17,10 +17,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
-
-from sqlalchemy import Connection
 
 from relay.abuse.models import country_allowed
 from relay.accounts.models import Caller
@@ -28,7 +26,8 @@ from relay.carriers import routing
 from relay.carriers.base import AnswersAtOnce, CarrierError, DeliveryReport
 from relay.carriers.registry import CarrierSet
 from relay.clock import Clock
-from relay.db.engine import Database
+from relay.db.driver import Db
+from relay.db.sql import Tx
 from relay.delivery import early_reports, store
 from relay.delivery.attempts import AttemptStatus
 from relay.delivery.jobs import Job, Step, Submitted
@@ -46,7 +45,7 @@ EARLY_REPORT_RETENTION = timedelta(days=1)
 class Delivery:
     def __init__(
         self,
-        db: Database,
+        db: Db,
         clock: Clock,
         carriers: CarrierSet,
         owners: Mapping[Kind, Owner],
@@ -113,9 +112,9 @@ class Delivery:
             raise NoRouteAvailable()
         return destination, route
 
-    def send(
+    async def send(
         self,
-        conn: Connection,
+        tx: Tx,
         owner: OwnerRef,
         draft: Draft,
         route: tuple[str, ...],
@@ -130,7 +129,8 @@ class Delivery:
         A process that does not dispatch submits nothing: a dispatch loop
         (`relay worker`) claims the attempt.
         """
-        job: Job | None = Job.of(self._record.queue(conn, owner, route, 0, now), draft)
+        first = await self._record.queue(tx, owner, route, 0, now)
+        job: Job | None = Job.of(first, draft)
         if not self.dispatching:
             return Submitted()
         latest: object | None = None
@@ -139,14 +139,17 @@ class Delivery:
             if not isinstance(carrier, AnswersAtOnce):
                 return Submitted(job)
             try:
-                step = self._record.sent(conn, job.attempt, carrier.submit_now(job.sms), now)
+                receipt = carrier.submit_now(job.sms)
+                step = await self._record.sent(tx, job.attempt, receipt, now)
             except CarrierError as error:
                 decision = self._after_submit_error(error, job, now)
                 if isinstance(decision, routing.Wait):
-                    store.postpone(conn, job.attempt.id, until=decision.until)
+                    await store.postpone(tx, job.attempt.id, until=decision.until)
                     self.wake.set()
                     return Submitted()
-                step = self._record.failed(conn, job.attempt, AttemptStatus.QUEUED, decision, now)
+                step = await self._record.failed(
+                    tx, job.attempt, AttemptStatus.QUEUED, decision, now
+                )
             job = None if step.following is None else job.following(step.following)
             latest = step.latest
         return Submitted(latest=latest)
@@ -201,7 +204,7 @@ class Delivery:
                 docs=self._record.docs,
             )
             return await self._write_job(
-                lambda c: self._record.failed(c, attempt, AttemptStatus.QUEUED, failure, now), job
+                lambda tx: self._record.failed(tx, attempt, AttemptStatus.QUEUED, failure, now), job
             )
         try:
             receipt = await carrier.submit(job.sms)
@@ -211,7 +214,9 @@ class Delivery:
         key = (attempt.carrier, receipt.carrier_message_id)
         recorded = self._recording[key] = asyncio.Event()
         try:
-            return await self._write_job(lambda c: self._record.sent(c, attempt, receipt, now), job)
+            return await self._write_job(
+                lambda tx: self._record.sent(tx, attempt, receipt, now), job
+            )
         finally:
             # Only our own entry: an SMSC that reused a message id must not
             # release (or crash) another submit's wait.
@@ -227,7 +232,7 @@ class Delivery:
         decision = self._after_submit_error(error, job, now)
         if isinstance(decision, routing.Wait):
             until = decision.until
-            await self._db.write(lambda c: store.postpone(c, attempt.id, until=until))
+            await self._db.write(lambda tx: store.postpone(tx, attempt.id, until=until))
             log.info("delivery.throttled carrier=%s attempt=%s", attempt.carrier, attempt.id)
             self.wake.set()
             return None, None
@@ -238,7 +243,7 @@ class Delivery:
             error.code,
         )
         return await self._write_job(
-            lambda c: self._record.failed(c, attempt, AttemptStatus.QUEUED, decision, now), job
+            lambda tx: self._record.failed(tx, attempt, AttemptStatus.QUEUED, decision, now), job
         )
 
     def _after_submit_error(
@@ -255,9 +260,9 @@ class Delivery:
         )
 
     async def _write_job(
-        self, work: Callable[[Connection], Step], previous: Job
+        self, work: Callable[[Tx], Awaitable[Step]], previous: Job
     ) -> tuple[Job | None, object | None]:
-        """Run a transaction that may open a failover attempt, and make that the next job."""
+        """Run a unit of work that may open a failover attempt, and make that the next job."""
         step = await self._db.write(work)
         if step.following is None:
             return None, step.latest
@@ -271,7 +276,7 @@ class Delivery:
         if recording is not None:
             await recording.wait()
         now = self._clock.now()
-        step = await self._db.write(lambda c: self._record.report(c, report, now))
+        step = await self._db.write(lambda tx: self._record.report(tx, report, now))
         if step.following is not None:
             await self._follow([step.following])
 
@@ -279,22 +284,22 @@ class Delivery:
 
     async def work_waiting(self) -> tuple[bool, bool, bool]:
         now = self._clock.now()
-        return await self._db.read(lambda c: store.work_waiting(c, now=now))
+        return await self._db.read(lambda tx: store.work_waiting(tx, now=now))
 
     async def claim(self, *, limit: int, busy: list[str]) -> list[Job]:
         """Lease queued attempts nobody is submitting, and build their SMS."""
         now = self._clock.now()
         until = now + self._lease
         ids = await self._db.write(
-            lambda c: store.claim_queued(
-                c, now=now, owner=self.owner, lease_until=until, limit=limit, busy=busy
+            lambda tx: store.claim_queued(
+                tx, now=now, owner=self.owner, lease_until=until, limit=limit, busy=busy
             )
         )
         if not ids:
             return []
 
-        def build(conn: Connection) -> list[Job]:
-            built = (self._record.job_or_cancel(conn, attempt_id, now) for attempt_id in ids)
+        async def build(tx: Tx) -> list[Job]:
+            built = [await self._record.job_or_cancel(tx, attempt_id, now) for attempt_id in ids]
             return [job for job in built if job is not None]
 
         return await self._db.write(build)
@@ -303,18 +308,18 @@ class Delivery:
         """Fail over every sent attempt whose receipt deadline has passed."""
         now = self._clock.now()
 
-        def work(conn: Connection) -> list[AttemptRow]:
+        async def work(tx: Tx) -> list[AttemptRow]:
             following = []
-            for attempt in store.overdue_reports(conn, now=now, limit=limit):
+            for attempt in await store.overdue_reports(tx, now=now, limit=limit):
                 failure = routing.after_failure(
                     routing.REPORT_TIMEOUT,
                     attempt.route,
                     attempt.position,
                     now=now,
-                    expires_at=self._record.expires_at(conn, attempt, now),
+                    expires_at=await self._record.expires_at(tx, attempt, now),
                     docs=self._record.docs,
                 )
-                step = self._record.failed(conn, attempt, AttemptStatus.SENT, failure, now)
+                step = await self._record.failed(tx, attempt, AttemptStatus.SENT, failure, now)
                 if step.following is not None:
                     following.append(step.following)
             return following
@@ -330,10 +335,9 @@ class Delivery:
         """
         now = self._clock.now()
 
-        def work(conn: Connection) -> list[AttemptRow]:
-            steps = [
-                self._record.report(conn, r, now) for r in early_reports.matched(conn, limit=limit)
-            ]
+        async def work(tx: Tx) -> list[AttemptRow]:
+            reports = await early_reports.matched(tx, limit=limit)
+            steps = [await self._record.report(tx, r, now) for r in reports]
             return [step.following for step in steps if step.following is not None]
 
         opened = await self._db.write(work)
@@ -343,15 +347,15 @@ class Delivery:
     async def prune(self) -> int:
         """Parked receipts that matched nothing for a day are for SMS this database never sent."""
         before = self._clock.now() - EARLY_REPORT_RETENTION
-        return await self._db.write(lambda c: early_reports.prune(c, before=before))
+        return await self._db.write(lambda tx: early_reports.prune(tx, before=before))
 
     async def _follow(self, opened: list[AttemptRow]) -> None:
         """Submit failover attempts opened outside a dispatch, here if this process sends."""
         if not self.dispatching or not opened:
             return
 
-        def build(conn: Connection) -> list[Job | None]:
-            return [self._record.job(conn, attempt) for attempt in opened]
+        async def build(tx: Tx) -> list[Job | None]:
+            return [await self._record.job(tx, attempt) for attempt in opened]
 
         for job in await self._db.read(build):
             self.dispatch_soon(job)

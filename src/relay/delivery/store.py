@@ -1,4 +1,4 @@
-"""SQL for attempts: plain functions of a Connection.
+"""SQL for attempts: plain async functions of a Tx.
 
 Every attempt transition is one conditional UPDATE that restates the state it
 leaves (`WHERE status = 'sent'`), so a receipt and a receipt deadline, or two
@@ -12,25 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import (
-    Connection,
-    and_,
-    bindparam,
-    insert,
-    select,
-    update,
-)
-
-from relay.db.prepared import Prepared
-from relay.db.tables import UtcDateTime, attempts, early_reports, in_state
+from relay.db.sql import Row, Sql, Tx, document
 from relay.delivery.attempts import AttemptStatus
 from relay.delivery.owners import OwnerRef
 from relay.ids import new_id
-
-A = attempts.c
-R = early_reports.c
-
-_NOW = bindparam("now", type_=UtcDateTime())
 
 
 @dataclass(frozen=True)
@@ -52,80 +37,56 @@ class AttemptRow:
         return OwnerRef("message", self.message_id)
 
 
-_ROW_COLUMNS = (
-    A.id,
-    A.verification_id,
-    A.message_id,
-    A.carrier,
-    A.status,
-    A.route,
-    A.position,
-    A.carrier_message_id,
-)
+_COLUMNS = "id, verification_id, message_id, carrier, status, route, position, carrier_message_id"
 
 
-def _row(row: Any) -> AttemptRow:
+def _row(row: Row) -> AttemptRow:
+    route = document(row["route"])
     return AttemptRow(
-        id=row.id,
-        verification_id=row.verification_id,
-        message_id=row.message_id,
-        carrier=row.carrier,
-        status=AttemptStatus(row.status),
-        route=tuple(row.route or (row.carrier,)),
-        position=row.position,
-        carrier_message_id=row.carrier_message_id,
+        id=row["id"],
+        verification_id=row["verification_id"],
+        message_id=row["message_id"],
+        carrier=row["carrier"],
+        status=AttemptStatus(row["status"]),
+        route=tuple(route or (row["carrier"],)),
+        position=row["position"],
+        carrier_message_id=row["carrier_message_id"],
     )
 
 
-_INSERT = Prepared(insert(attempts))
-_LOAD = Prepared(select(*_ROW_COLUMNS).where(A.id == bindparam("attempt_id")))
-_BY_CARRIER_ID = Prepared(
-    select(*_ROW_COLUMNS).where(
-        A.carrier == bindparam("carrier"),
-        A.carrier_message_id == bindparam("carrier_message_id"),
-    )
+_INSERT = Sql(
+    "INSERT INTO attempts (id, verification_id, message_id, carrier, status, error, at,"
+    " updated_at, route, position, lease_owner, lease_until) VALUES (:id, :verification_id,"
+    " :message_id, :carrier, 'queued', NULL, :now, :now, :route, :position, :lease_owner,"
+    " :lease_until)"
 )
-_FROM_QUEUED = update(attempts).where(
-    A.id == bindparam("attempt_id"), A.status == AttemptStatus.QUEUED.value
+_LOAD = Sql(f"SELECT {_COLUMNS} FROM attempts WHERE id = :attempt_id")
+_BY_CARRIER_ID = Sql(
+    f"SELECT {_COLUMNS} FROM attempts"
+    " WHERE carrier = :carrier AND carrier_message_id = :carrier_message_id"
 )
+_FROM_QUEUED = "WHERE id = :attempt_id AND status = 'queued'"
 # Out of a dispatcher's hands: no lease, no owner.
-_RELEASED = {"lease_until": None, "lease_owner": None, "updated_at": _NOW}
-_RECORD_SENT = Prepared(
-    _FROM_QUEUED.values(
-        status=AttemptStatus.SENT.value,
-        carrier_message_id=bindparam("carrier_message_id"),
-        report_due_at=bindparam("report_due_at", type_=UtcDateTime()),
-        **_RELEASED,
-    )
+_RELEASED = "lease_until = NULL, lease_owner = NULL, updated_at = :now"
+_RECORD_SENT = Sql(
+    "UPDATE attempts SET status = 'sent', carrier_message_id = :carrier_message_id,"
+    f" report_due_at = :report_due_at, {_RELEASED} {_FROM_QUEUED}"
 )
 # Sent and delivered in one step: a carrier that answered with a final receipt
 # at once (the sandbox).
-_RECORD_DELIVERED = Prepared(
-    _FROM_QUEUED.values(
-        status=AttemptStatus.DELIVERED.value,
-        carrier_message_id=bindparam("carrier_message_id"),
-        error=None,
-        report_due_at=None,
-        **_RELEASED,
-    )
+_RECORD_DELIVERED = Sql(
+    "UPDATE attempts SET status = 'delivered', carrier_message_id = :carrier_message_id,"
+    f" error = NULL, report_due_at = NULL, {_RELEASED} {_FROM_QUEUED}"
 )
-_FINISH = Prepared(
-    update(attempts)
-    .where(A.id == bindparam("attempt_id"), A.status == bindparam("from_status"))
-    .values(
-        status=bindparam("to_status"),
-        error=bindparam("error_json", type_=A.error.type),
-        report_due_at=None,
-        **_RELEASED,
-    )
+_FINISH = Sql(
+    "UPDATE attempts SET status = :to_status, error = :error, report_due_at = NULL,"
+    f" {_RELEASED} WHERE id = :attempt_id AND status = :from_status"
 )
-_POSTPONE = Prepared(
-    _FROM_QUEUED.values(lease_until=bindparam("until", type_=UtcDateTime()), lease_owner=None)
-)
+_POSTPONE = Sql(f"UPDATE attempts SET lease_until = :until, lease_owner = NULL {_FROM_QUEUED}")
 
 
-def insert_queued(
-    conn: Connection,
+async def insert_queued(
+    tx: Tx,
     attempt: AttemptRow,
     *,
     now: datetime,
@@ -133,17 +94,14 @@ def insert_queued(
     lease_until: datetime,
 ) -> None:
     """A queued attempt; its lease keeps other dispatchers off it until `lease_until`."""
-    _INSERT.execute(
-        conn,
+    await tx.execute(
+        _INSERT,
         {
             "id": attempt.id,
             "verification_id": attempt.verification_id,
             "message_id": attempt.message_id,
             "carrier": attempt.carrier,
-            "status": AttemptStatus.QUEUED.value,
-            "error": None,
-            "at": now,
-            "updated_at": now,
+            "now": now,
             "route": list(attempt.route),
             "position": attempt.position,
             "lease_owner": lease_owner,
@@ -166,21 +124,19 @@ def queued(owner: OwnerRef, route: tuple[str, ...], position: int) -> AttemptRow
     )
 
 
-def load(conn: Connection, attempt_id: str) -> AttemptRow | None:
-    row = _LOAD.execute(conn, {"attempt_id": attempt_id}).first()
+async def load(tx: Tx, attempt_id: str) -> AttemptRow | None:
+    row = await tx.fetchrow(_LOAD, {"attempt_id": attempt_id})
     return None if row is None else _row(row)
 
 
-def by_carrier_message(
-    conn: Connection, carrier: str, carrier_message_id: str
-) -> AttemptRow | None:
+async def by_carrier_message(tx: Tx, carrier: str, carrier_message_id: str) -> AttemptRow | None:
     params = {"carrier": carrier, "carrier_message_id": carrier_message_id}
-    row = _BY_CARRIER_ID.execute(conn, params).first()
+    row = await tx.fetchrow(_BY_CARRIER_ID, params)
     return None if row is None else _row(row)
 
 
-def record_sent(
-    conn: Connection,
+async def record_sent(
+    tx: Tx,
     attempt_id: str,
     *,
     carrier_message_id: str,
@@ -193,19 +149,19 @@ def record_sent(
         "report_due_at": report_due_at,
         "now": now,
     }
-    return _RECORD_SENT.execute(conn, params).rowcount == 1
+    return await tx.execute(_RECORD_SENT, params) == 1
 
 
-def record_delivered(
-    conn: Connection, attempt_id: str, *, carrier_message_id: str, now: datetime
+async def record_delivered(
+    tx: Tx, attempt_id: str, *, carrier_message_id: str, now: datetime
 ) -> bool:
     """A queued attempt whose submit came back delivered; false if the lease was lost."""
     params = {"attempt_id": attempt_id, "carrier_message_id": carrier_message_id, "now": now}
-    return _RECORD_DELIVERED.execute(conn, params).rowcount == 1
+    return await tx.execute(_RECORD_DELIVERED, params) == 1
 
 
-def finish(
-    conn: Connection,
+async def finish(
+    tx: Tx,
     attempt_id: str,
     *,
     from_status: AttemptStatus,
@@ -218,19 +174,45 @@ def finish(
         "attempt_id": attempt_id,
         "from_status": from_status.value,
         "to_status": to_status.value,
-        "error_json": error,
+        "error": error,
         "now": now,
     }
-    return _FINISH.execute(conn, params).rowcount == 1
+    return await tx.execute(_FINISH, params) == 1
 
 
-def postpone(conn: Connection, attempt_id: str, *, until: datetime) -> None:
+async def postpone(tx: Tx, attempt_id: str, *, until: datetime) -> None:
     """Throttled: the attempt stays queued, free for any dispatcher from `until` on."""
-    _POSTPONE.execute(conn, {"attempt_id": attempt_id, "until": until})
+    await tx.execute(_POSTPONE, {"attempt_id": attempt_id, "until": until})
 
 
-def claim_queued(
-    conn: Connection,
+# The states are written into the SQL, never bound: the partial indexes
+# (`WHERE status = 'queued'`, `'sent'`) serve a query only if it states their
+# predicate as a constant.
+_QUEUED_DUE = "status = 'queued' AND lease_until <= :now"
+_SENT_DUE = "status = 'sent' AND report_due_at <= :now"
+_DUE_IDS = (
+    f"SELECT id FROM attempts WHERE {_QUEUED_DUE} AND id NOT IN ({{busy}})"
+    " ORDER BY lease_until LIMIT :limit"
+)
+# The UPDATE restates the rule: a row claimed by another dispatcher meanwhile is left alone.
+_CLAIM = (
+    "UPDATE attempts SET lease_owner = :owner, lease_until = :until"
+    f" WHERE id IN ({_DUE_IDS}{{lock}}) AND {_QUEUED_DUE} RETURNING id"
+)
+_CLAIM_QUEUED = Sql(
+    _CLAIM.format(busy="SELECT value FROM json_each(:busy)", lock=""),
+    # PostgreSQL skips rows another claimer holds; SQLite's write transaction
+    # already excludes other writers.
+    postgres=_CLAIM.format(
+        busy="SELECT json_array_elements_text(CAST(:busy AS json))", lock=" FOR UPDATE SKIP LOCKED"
+    ),
+)
+_OVERDUE = f"SELECT {_COLUMNS} FROM attempts WHERE {_SENT_DUE} ORDER BY report_due_at LIMIT :limit"
+_OVERDUE_REPORTS = Sql(_OVERDUE, postgres=f"{_OVERDUE} FOR UPDATE SKIP LOCKED")
+
+
+async def claim_queued(
+    tx: Tx,
     *,
     now: datetime,
     owner: str,
@@ -238,64 +220,33 @@ def claim_queued(
     limit: int,
     busy: Sequence[str] = (),
 ) -> list[str]:
-    """Lease queued attempts whose lease has passed (new, throttled, or a dead owner's).
-
-    PostgreSQL skips rows another claimer holds (SKIP LOCKED); SQLite's write
-    transaction already excludes other writers. The UPDATE restates the rule.
-    """
-    due = select(A.id).where(in_state(A.status, AttemptStatus.QUEUED), A.lease_until <= now)
-    if busy:
-        due = due.where(A.id.not_in(list(busy)))
-    due = due.order_by(A.lease_until).limit(limit)
-    if conn.dialect.name == "postgresql":
-        due = due.with_for_update(skip_locked=True)
-    ids = list(conn.execute(due).scalars())
-    if not ids:
-        return []
-    claimed = conn.execute(
-        update(attempts)
-        .where(A.id.in_(ids), A.status == AttemptStatus.QUEUED.value, A.lease_until <= now)
-        .values(lease_owner=owner, lease_until=lease_until)
-        .returning(A.id)
-    )
-    return list(claimed.scalars())
+    """Lease queued attempts whose lease has passed (new, throttled, or a dead owner's)."""
+    params = {"now": now, "owner": owner, "until": lease_until, "limit": limit, "busy": list(busy)}
+    return [row["id"] for row in await tx.fetch(_CLAIM_QUEUED, params)]
 
 
-def overdue_reports(conn: Connection, *, now: datetime, limit: int) -> list[AttemptRow]:
+async def overdue_reports(tx: Tx, *, now: datetime, limit: int) -> list[AttemptRow]:
     """Sent attempts whose receipt deadline has passed."""
-    due = (
-        select(*_ROW_COLUMNS)
-        .where(in_state(A.status, AttemptStatus.SENT), A.report_due_at <= now)
-        .order_by(A.report_due_at)
-        .limit(limit)
-    )
-    if conn.dialect.name == "postgresql":
-        due = due.with_for_update(skip_locked=True)
-    return [_row(r) for r in conn.execute(due)]
+    return [_row(r) for r in await tx.fetch(_OVERDUE_REPORTS, {"now": now, "limit": limit})]
 
 
 # --- cheap looks before a write transaction --------------------------------------
 # The dispatch loop polls; on SQLite every write transaction takes the one
 # write lock, so each round first looks, read-only, whether there is work.
 
-_ANY_CLAIMABLE = Prepared(
-    select(A.id).where(in_state(A.status, AttemptStatus.QUEUED), A.lease_until <= _NOW).limit(1)
-)
-_ANY_OVERDUE = Prepared(
-    select(A.id).where(in_state(A.status, AttemptStatus.SENT), A.report_due_at <= _NOW).limit(1)
-)
-_ANY_EARLY = Prepared(
-    select(R.id)
-    .join(attempts, and_(A.carrier == R.carrier, A.carrier_message_id == R.carrier_message_id))
-    .limit(1)
+_ANY_CLAIMABLE = Sql(f"SELECT id FROM attempts WHERE {_QUEUED_DUE} LIMIT 1")
+_ANY_OVERDUE = Sql(f"SELECT id FROM attempts WHERE {_SENT_DUE} LIMIT 1")
+_ANY_EARLY = Sql(
+    "SELECT r.id FROM early_reports r JOIN attempts a"
+    " ON a.carrier = r.carrier AND a.carrier_message_id = r.carrier_message_id LIMIT 1"
 )
 
 
-def work_waiting(conn: Connection, *, now: datetime) -> tuple[bool, bool, bool]:
+async def work_waiting(tx: Tx, *, now: datetime) -> tuple[bool, bool, bool]:
     """(claimable attempts, overdue receipts, parked receipts that now match) exist."""
     params = {"now": now}
     return (
-        _ANY_CLAIMABLE.execute(conn, params).first() is not None,
-        _ANY_OVERDUE.execute(conn, params).first() is not None,
-        _ANY_EARLY.execute(conn).first() is not None,
+        await tx.fetchrow(_ANY_CLAIMABLE, params) is not None,
+        await tx.fetchrow(_ANY_OVERDUE, params) is not None,
+        await tx.fetchrow(_ANY_EARLY) is not None,
     )

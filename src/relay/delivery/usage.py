@@ -2,20 +2,34 @@
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, func, select
-from sqlalchemy.dialects import postgresql, sqlite
+from relay.db.sql import Sql, Tx
 
-from relay.db.prepared import Prepared
-from relay.db.tables import usage
+_COUNT = Sql(
+    "INSERT INTO usage (account_id, day, country, carrier, outcome, count)"
+    " VALUES (:account_id, :day, :country, :carrier, :outcome, 1)"
+    " ON CONFLICT (account_id, day, country, carrier, outcome)"
+    " DO UPDATE SET count = usage.count + 1"
+)
+_ROWS = (
+    "SELECT account_id, day, country, carrier, outcome, count FROM usage"
+    " WHERE ({account} IS NULL OR account_id = {account})"
+    " AND ({since} IS NULL OR day >= {since})"
+    " ORDER BY account_id, day, country, carrier, outcome"
+)
+_USAGE_ROWS = Sql(
+    _ROWS.format(account=":account", since=":since"),
+    # A parameter only compared with NULL has no type PostgreSQL can infer.
+    postgres=_ROWS.format(account="CAST(:account AS text)", since="CAST(:since AS text)"),
+)
+_TOTALS = Sql(
+    "SELECT outcome, sum(count) AS total FROM usage WHERE account_id = :account GROUP BY outcome"
+)
 
-U = usage.c
 
-
-def count(
-    conn: Connection, *, account_id: str, day: str, country: str, carrier: str, outcome: str
+async def count(
+    tx: Tx, *, account_id: str, day: str, country: str, carrier: str, outcome: str
 ) -> None:
     """One more live send with this outcome: a single upsert, safe under concurrency."""
     key = {
@@ -25,19 +39,7 @@ def count(
         "carrier": carrier,
         "outcome": outcome,
     }
-    _count_usage_statement(conn.dialect.name).execute(conn, {**key, "count": 1})
-
-
-_USAGE_KEY = ["account_id", "day", "country", "carrier", "outcome"]
-
-
-@functools.cache
-def _count_usage_statement(dialect: str) -> Prepared:
-    """Built once per database kind: it runs for every live attempt that ends."""
-    statement = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(usage)
-    return Prepared(
-        statement.on_conflict_do_update(index_elements=_USAGE_KEY, set_={"count": U.count + 1})
-    )
+    await tx.execute(_COUNT, key)
 
 
 @dataclass(frozen=True)
@@ -50,21 +52,19 @@ class UsageRow:
     count: int
 
 
-def usage_rows(
-    conn: Connection, *, account_id: str | None = None, since: str | None = None
+async def usage_rows(
+    tx: Tx, *, account_id: str | None = None, since: str | None = None
 ) -> list[UsageRow]:
-    query = select(U.account_id, U.day, U.country, U.carrier, U.outcome, U.count)
-    if account_id is not None:
-        query = query.where(U.account_id == account_id)
-    if since is not None:
-        query = query.where(U.day >= since)
-    query = query.order_by(U.account_id, U.day, U.country, U.carrier, U.outcome)
-    return [UsageRow(*r) for r in conn.execute(query)]
+    rows = await tx.fetch(_USAGE_ROWS, {"account": account_id, "since": since})
+    return [
+        UsageRow(
+            r["account_id"], r["day"], r["country"], r["carrier"], r["outcome"], int(r["count"])
+        )
+        for r in rows
+    ]
 
 
-def usage_totals(conn: Connection, *, account_id: str) -> dict[str, int]:
+async def usage_totals(tx: Tx, *, account_id: str) -> dict[str, int]:
     """Outcome → count, all days: for tests and the usage summary line."""
-    query = (
-        select(U.outcome, func.sum(U.count)).where(U.account_id == account_id).group_by(U.outcome)
-    )
-    return {outcome: int(total) for outcome, total in conn.execute(query)}
+    rows = await tx.fetch(_TOTALS, {"account": account_id})
+    return {r["outcome"]: int(r["total"]) for r in rows}

@@ -14,20 +14,14 @@ from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
-
-from sqlalchemy import Connection, Row, and_, func, insert, not_, or_, select, update
-from sqlalchemy.sql import ColumnElement
 
 from relay.clock import Clock
-from relay.db.engine import Database
-from relay.db.tables import events, in_state, webhook_attempts
-from relay.events.models import DeliveryStatus
+from relay.db.driver import Db
+from relay.db.sql import Row, Tx
+from relay.events import store
 from relay.events.schedule import Next, after_attempt, max_attempts
-from relay.events.store import WORKER_LOST, AttemptRecord, Claim, record_attempt
+from relay.events.store import AttemptRecord, Claim
 from relay.webhooks.guard import endpoint
-
-E = events.c
 
 
 @dataclass(frozen=True)
@@ -61,14 +55,8 @@ class Finished:
     ok: bool
 
 
-def _not_to(key: str) -> ColumnElement[bool]:
-    # A prefix test that `https://a.example` does not pass for `https://a.example.org/`.
-    head = func.substr(E.webhook_url, 1, len(key) + 1)
-    return not_(or_(E.webhook_url == key, head.in_([key + "/", key + "?", key + "#"])))
-
-
-def claim_batch(
-    conn: Connection,
+async def claim_batch(
+    tx: Tx,
     *,
     now: datetime,
     owner: str,
@@ -87,81 +75,39 @@ def claim_batch(
     # beyond it are found by a later claim, once those endpoints are full and
     # skipped, at the latest one poll interval later.
     window = capacity.total + capacity.per_endpoint
-    leasable = or_(E.lease_until.is_(None), E.lease_until <= now)
-    conditions = [
-        in_state(E.delivery_status, DeliveryStatus.PENDING),
-        E.next_attempt_at <= now,
-        leasable,
-        *(_not_to(key) for key in capacity.full()),
-    ]
-    if capacity.busy_events:
-        conditions.append(E.id.not_in(list(capacity.busy_events)))
-    due = (
-        select(E.id, E.attempt_count, E.lease_until, E.webhook_url)
-        .where(*conditions)
-        .order_by(E.next_attempt_at)
-        .limit(window)
+    rows = await store.candidates(
+        tx, now=now, full=capacity.full(), busy=list(capacity.busy_events), window=window
     )
-    if conn.dialect.name == "postgresql":
-        due = due.with_for_update(skip_locked=True)
-    rows = list(conn.execute(due))
-    exhausted = [r.id for r in rows if r.attempt_count >= max_attempts]
+    exhausted = [r["id"] for r in rows if r["attempt_count"] >= max_attempts]
+    picked, waiting = _pick(rows, capacity, max_attempts)
+    ids = [r["id"] for r in picked]
+    # Leased, never recorded, lease over: the worker died mid-attempt.
+    lost = [
+        (r["id"], r["attempt_count"])
+        for r in rows
+        if r["lease_until"] is not None and (r["id"] in ids or r["id"] in exhausted)
+    ]
+    await store.record_lost(tx, lost, now=now)
+    await store.drop(tx, exhausted, now=now)
+    claims = await store.take(tx, ids, now=now, owner=owner, lease_until=lease_until)
+    return Batch(claims, frozenset(waiting))
+
+
+def _pick(rows: Sequence[Row], capacity: Capacity, max_attempts: int) -> tuple[list[Row], set[str]]:
+    """The rows within the capacity, and the endpoints whose slots ran out."""
     taken: Counter[str] = Counter()
     waiting: set[str] = set()
-    picked: list[Row[Any, Any, Any, Any]] = []
+    picked: list[Row] = []
     for row in rows:
-        if row.attempt_count >= max_attempts:
+        if row["attempt_count"] >= max_attempts:
             continue
-        key = endpoint(row.webhook_url)
+        key = endpoint(row["webhook_url"])
         if len(picked) >= capacity.total or taken[key] >= capacity.free_for(key):
             waiting.add(key)
             continue
         taken[key] += 1
         picked.append(row)
-    lost = [r for r in picked if r.lease_until is not None] + [
-        r for r in rows if r.lease_until is not None and r.id in exhausted
-    ]
-    if lost:
-        # Leased, never recorded, lease over: the worker died mid-attempt.
-        conn.execute(
-            insert(webhook_attempts),
-            [
-                {"event_id": r.id, "number": r.attempt_count, "at": now, "error": WORKER_LOST}
-                for r in lost
-            ],
-        )
-    if exhausted:
-        _drop(conn, exhausted, leasable)
-    claims: list[Claim] = []
-    if picked:
-        claimed = conn.execute(
-            update(events)
-            .where(
-                E.id.in_([r.id for r in picked]),
-                E.delivery_status == DeliveryStatus.PENDING,
-                leasable,
-            )
-            .values(attempt_count=E.attempt_count + 1, lease_owner=owner, lease_until=lease_until)
-            .returning(E.id, E.account_id, E.webhook_url, E.payload, E.attempt_count)
-        )
-        claims = [
-            Claim(r.id, r.account_id, r.webhook_url, r.payload.encode(), r.attempt_count, owner)
-            for r in claimed
-        ]
-    return Batch(claims, frozenset(waiting))
-
-
-def _drop(conn: Connection, ids: Sequence[str], leasable: ColumnElement[bool]) -> None:
-    conn.execute(
-        update(events)
-        .where(and_(E.id.in_(ids), E.delivery_status == DeliveryStatus.PENDING, leasable))
-        .values(
-            delivery_status=DeliveryStatus.DROPPED,
-            next_attempt_at=None,
-            lease_until=None,
-            lease_owner=None,
-        )
-    )
+    return picked, waiting
 
 
 class Ledger:
@@ -169,7 +115,7 @@ class Ledger:
 
     def __init__(
         self,
-        db: Database,
+        db: Db,
         clock: Clock,
         *,
         lease: float,
@@ -186,11 +132,11 @@ class Ledger:
         now = self._clock.now()
         lease_until = now + timedelta(seconds=self._lease)
         # Looked at read-only first: an idle loop must not take SQLite's write lock.
-        if capacity.total <= 0 or not await self._db.read(lambda c: _any_due(c, now)):
+        if capacity.total <= 0 or not await self._db.read(lambda tx: store.any_due(tx, now=now)):
             return Batch([], frozenset())
         return await self._db.write(
-            lambda c: claim_batch(
-                c,
+            lambda tx: claim_batch(
+                tx,
                 now=now,
                 owner=owner,
                 lease_until=lease_until,
@@ -216,27 +162,17 @@ class Ledger:
             for item in finished
         ]
 
-        def work(conn: Connection) -> list[Next | None]:
-            return [
-                step
-                if record_attempt(
-                    conn,
+        async def work(tx: Tx) -> list[Next | None]:
+            recorded: list[Next | None] = []
+            for item, step in zip(finished, following, strict=True):
+                kept = await store.record_attempt(
+                    tx,
                     item.claim,
                     item.attempt,
                     outcome=step.status,
                     next_attempt_at=step.attempt_at,
                 )
-                else None
-                for item, step in zip(finished, following, strict=True)
-            ]
+                recorded.append(step if kept else None)
+            return recorded
 
         return await self._db.write(work)
-
-
-def _any_due(conn: Connection, now: datetime) -> Any:
-    query = (
-        select(E.id)
-        .where(in_state(E.delivery_status, DeliveryStatus.PENDING), E.next_attempt_at <= now)
-        .limit(1)
-    )
-    return conn.execute(query).first() is not None

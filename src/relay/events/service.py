@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import random as random_module
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-
-from sqlalchemy import Connection
+from datetime import datetime
 
 from relay.accounts import store as account_store
 from relay.accounts.models import Caller
 from relay.clock import Clock
 from relay.config import IpNetwork, Settings
 from relay.crypto import Keyring
-from relay.db.engine import Database, T, Work
+from relay.db.driver import Db
 from relay.errors import ResourceMissing
 from relay.events import store
 from relay.events.claims import Ledger
-from relay.events.schedule import Next, after_attempt, max_attempts
-from relay.events.store import AttemptRecord, Claim, EventQuery, StoredEvent
+from relay.events.store import EventQuery, StoredEvent
 
 # Past the attempt deadline, so a live worker always records before its lease
 # ends; short enough that a killed worker's row is retried within seconds.
@@ -57,42 +54,10 @@ class DeliverySettings:
         )
 
 
-class Outbox:
-    """The Database that domain services write events through.
-
-    After a transaction that recorded a deliverable event commits (never
-    before: a rolled-back event must not be looked for), it wakes the
-    delivery loop, so the first attempt starts at once instead of at the
-    next poll.
-    """
-
-    def __init__(self, db: Database, wake: asyncio.Event) -> None:
-        self._db = db
-        self._wake = wake
-        self.dialect = db.dialect
-
-    async def write(self, work: Work[T]) -> T:
-        def tracked(conn: Connection) -> tuple[T, bool]:
-            conn.info.pop(store.RECORDED, None)
-            result = work(conn)
-            return result, bool(conn.info.pop(store.RECORDED, False))
-
-        result, recorded = await self._db.write(tracked)
-        if recorded:
-            self._wake.set()
-        return result
-
-    async def read(self, work: Work[T]) -> T:
-        return await self._db.read(work)
-
-    async def close(self) -> None:
-        await self._db.close()
-
-
 class EventService:
     def __init__(
         self,
-        db: Database,
+        db: Db,
         keyring: Keyring,
         clock: Clock,
         *,
@@ -116,8 +81,8 @@ class EventService:
 
     async def retrieve(self, caller: Caller, event_id: str) -> StoredEvent:
         found = await self._db.read(
-            lambda c: store.load(
-                c, account_id=caller.account_id, livemode=caller.livemode, event_id=event_id
+            lambda tx: store.load(
+                tx, account_id=caller.account_id, livemode=caller.livemode, event_id=event_id
             )
         )
         if found is None:
@@ -127,27 +92,10 @@ class EventService:
     async def list_events(
         self, caller: Caller, query: EventQuery
     ) -> tuple[list[StoredEvent], bool]:
-        return await self._db.read(
-            lambda c: store.list_page(
-                c, account_id=caller.account_id, livemode=caller.livemode, query=query
-            )
-        )
-
-    async def claim(self, *, owner: str, limit: int, busy: Collection[str] = ()) -> list[Claim]:
-        now = self._clock.now()
-        lease_until = now + timedelta(seconds=self.delivery.lease)
-        # Looked at read-only first: an idle loop must not take SQLite's write lock.
-        if not await self._db.read(lambda c: store.any_due(c, now=now)):
-            return []
-        return await self._db.write(
-            lambda c: store.claim_due(
-                c,
-                now=now,
-                owner=owner,
-                lease_until=lease_until,
-                limit=limit,
-                max_attempts=max_attempts(self.delivery.schedule),
-                busy=busy,
+        # One committed state for the page and its attempts.
+        return await self._db.snapshot(
+            lambda tx: store.list_page(
+                tx, account_id=caller.account_id, livemode=caller.livemode, query=query
             )
         )
 
@@ -155,23 +103,6 @@ class EventService:
         """The account's active whsec_ secrets, newest first, read afresh for each attempt."""
         now = self._clock.now()
         sealed = await self._db.read(
-            lambda c: account_store.active_webhook_secrets(c, account_id, now=now)
+            lambda tx: account_store.active_webhook_secrets(tx, account_id, now=now)
         )
         return [self._keyring.unseal(secret_id, value) for secret_id, value in sealed]
-
-    async def finish(self, claim: Claim, attempt: AttemptRecord, *, ok: bool) -> Next | None:
-        """Record the attempt and what comes next; None when the lease had been lost."""
-        now = self._clock.now()
-        following = after_attempt(
-            ok=ok,
-            number=claim.number,
-            schedule=self.delivery.schedule,
-            now=now,
-            random=self._random,
-        )
-        recorded = await self._db.write(
-            lambda c: store.record_attempt(
-                c, claim, attempt, outcome=following.status, next_attempt_at=following.attempt_at
-            )
-        )
-        return following if recorded else None

@@ -2,34 +2,32 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, Row, bindparam, insert, or_, select, update
-from sqlalchemy.sql import ColumnElement
 
 from relay.clock import isoformat
-from relay.db.prepared import Prepared
-from relay.db.tables import UtcDateTime, events, in_state, webhook_attempts
+from relay.db.sql import Row, Sql, Tx, moment
 from relay.events.models import DeliveryStatus, EventType, NewEvent
 
-# Connection flag: this transaction wrote an event that has a webhook to deliver.
-RECORDED = "relay.events.recorded"
+# Notified when an event with a webhook commits: the delivery loop listens.
+CHANNEL = "events"
+
+_INSERT_EVENT = Sql(
+    "INSERT INTO events (id, account_id, livemode, type, related_id, payload, webhook_url,"
+    " delivery_status, created_at, next_attempt_at) VALUES (:id, :account_id, :livemode, :type,"
+    " :related_id, :payload, :webhook_url, :delivery_status, :created_at, :next_attempt_at)"
+)
 
 
-# Built once: it runs in every state-changing transaction.
-_INSERT_EVENT = Prepared(insert(events))
-
-
-def record(
-    conn: Connection, event: NewEvent, *, account_id: str, related_id: str, webhook_url: str | None
+async def record(
+    tx: Tx, event: NewEvent, *, account_id: str, related_id: str, webhook_url: str | None
 ) -> None:
-    _INSERT_EVENT.execute(
-        conn,
+    await tx.execute(
+        _INSERT_EVENT,
         {
             "id": event.id,
             "account_id": account_id,
@@ -46,13 +44,11 @@ def record(
         },
     )
     if webhook_url:
-        # Read after commit by relay.events.service.Outbox to wake the delivery loop.
-        conn.info[RECORDED] = True
+        tx.notify(CHANNEL)
 
 
 # --- delivery: claim, record ------------------------------------------------
 
-E = events.c
 WORKER_LOST = "worker_lost"
 
 
@@ -76,130 +72,112 @@ class AttemptRecord:
     duration_ms: int | None
 
 
-def _leasable(now: datetime) -> ColumnElement[bool]:
-    return or_(E.lease_until.is_(None), E.lease_until <= now)
+_LEASABLE = "(lease_until IS NULL OR lease_until <= :now)"
+_ANY_DUE = Sql(
+    "SELECT id FROM events WHERE delivery_status = 'pending' AND next_attempt_at <= :now LIMIT 1"
+)
+# An endpoint is full when its URL is the key itself or goes on past it with a
+# path, query or fragment: `https://a.example` is not full for `https://a.example.org/`.
+_TO_FULL = (
+    "webhook_url = f.value OR substr(webhook_url, 1, length(f.value) + 1)"
+    " IN (f.value || '/', f.value || '?', f.value || '#')"
+)
+# The partial index ix_events_due serves this only with the state written as a constant.
+_DUE = (
+    "SELECT id, attempt_count, lease_until, webhook_url FROM events"
+    f" WHERE delivery_status = 'pending' AND next_attempt_at <= :now AND {_LEASABLE}"
+)
+_CANDIDATES = Sql(
+    f"{_DUE} AND NOT EXISTS (SELECT 1 FROM json_each(:full) f WHERE {_TO_FULL})"
+    " AND id NOT IN (SELECT value FROM json_each(:busy))"
+    " ORDER BY next_attempt_at LIMIT :window",
+    postgres=f"{_DUE} AND NOT EXISTS (SELECT 1 FROM"
+    f" json_array_elements_text(CAST(:full AS json)) AS f(value) WHERE {_TO_FULL})"
+    " AND id NOT IN (SELECT json_array_elements_text(CAST(:busy AS json)))"
+    " ORDER BY next_attempt_at LIMIT :window FOR UPDATE SKIP LOCKED",
+)
+_IDS = "id IN (SELECT value FROM json_each(:ids))"
+_PG_IDS = "id IN (SELECT json_array_elements_text(CAST(:ids AS json)))"
+_TAKE = (
+    "UPDATE events SET attempt_count = attempt_count + 1, lease_owner = :owner,"
+    " lease_until = :lease_until WHERE {ids} AND delivery_status = 'pending' AND "
+    f"{_LEASABLE} RETURNING id, account_id, webhook_url, payload, attempt_count"
+)
+_CLAIM = Sql(_TAKE.format(ids=_IDS), postgres=_TAKE.format(ids=_PG_IDS))
+_GIVE_UP = (
+    "UPDATE events SET delivery_status = 'dropped', next_attempt_at = NULL, lease_until = NULL,"
+    f" lease_owner = NULL WHERE {{ids}} AND delivery_status = 'pending' AND {_LEASABLE}"
+)
+_DROP = Sql(_GIVE_UP.format(ids=_IDS), postgres=_GIVE_UP.format(ids=_PG_IDS))
+_LOST = Sql(
+    "INSERT INTO webhook_attempts (event_id, number, at, error)"
+    f" VALUES (:id, :number, :now, '{WORKER_LOST}')"
+)
 
 
-def any_due(conn: Connection, *, now: datetime) -> bool:
+async def any_due(tx: Tx, *, now: datetime) -> bool:
     """Whether some delivery is due, leased or not (a dead worker's lease may be over)."""
-    return _ANY_DUE.execute(conn, {"now": now}).first() is not None
+    return await tx.fetchrow(_ANY_DUE, {"now": now}) is not None
 
 
-# The claim runs every time the delivery loop wakes: its statements are built once.
-_NOW = bindparam("now", type_=UtcDateTime())
-_ANY_DUE = Prepared(
-    select(E.id)
-    .where(in_state(E.delivery_status, DeliveryStatus.PENDING), E.next_attempt_at <= _NOW)
-    .limit(1)
-)
-_LEASABLE_NOW = or_(E.lease_until.is_(None), E.lease_until <= _NOW)
-_CLAIM = (
-    update(events)
-    .where(
-        E.id.in_(bindparam("ready", expanding=True)),
-        E.delivery_status == DeliveryStatus.PENDING,
-        _LEASABLE_NOW,
-    )
-    .values(
-        attempt_count=E.attempt_count + 1,
-        lease_owner=bindparam("owner"),
-        lease_until=bindparam("lease_ends"),
-    )
-    .returning(E.id, E.account_id, E.webhook_url, E.payload, E.attempt_count)
-)
+async def candidates(
+    tx: Tx, *, now: datetime, full: list[str], busy: list[str], window: int
+) -> list[Row]:
+    """Due deliveries, oldest first, skipping full endpoints and events this loop holds.
 
-
-@functools.cache
-def _due_statement(dialect: str, *, busy: bool) -> Any:
-    due = select(E.id, E.attempt_count, E.lease_until).where(
-        in_state(E.delivery_status, DeliveryStatus.PENDING),
-        E.next_attempt_at <= _NOW,
-        _LEASABLE_NOW,
-    )
-    if busy:
-        due = due.where(E.id.not_in(bindparam("busy", expanding=True)))
-    due = due.order_by(E.next_attempt_at).limit(bindparam("limit"))
-    if dialect == "postgresql":
-        due = due.with_for_update(skip_locked=True)
-    return due
-
-
-def claim_due(
-    conn: Connection,
-    *,
-    now: datetime,
-    owner: str,
-    lease_until: datetime,
-    limit: int,
-    max_attempts: int,
-    busy: Collection[str] = (),
-) -> list[Claim]:
-    """Lease up to `limit` due deliveries to `owner`; atomic against other workers.
-
-    On PostgreSQL the due rows are locked with SKIP LOCKED, so a concurrent
-    claimer takes other rows instead of waiting; on SQLite the write
-    transaction (BEGIN IMMEDIATE) already excludes every other writer. The
-    UPDATE restates the due condition either way.
+    On PostgreSQL they are locked with SKIP LOCKED, so a concurrent claimer
+    takes other rows instead of waiting; on SQLite the write transaction
+    (BEGIN IMMEDIATE) already excludes every other writer.
     """
-    statement = _due_statement(conn.dialect.name, busy=bool(busy))
-    params: dict[str, Any] = {"now": now, "limit": limit}
-    if busy:
-        params["busy"] = list(busy)
-    rows = list(conn.execute(statement, params))
-    for row in rows:
-        if row.lease_until is not None:
-            # Leased, never recorded, lease over: the worker died mid-attempt.
-            _insert_attempt(
-                conn, row.id, row.attempt_count, AttemptRecord(now, None, WORKER_LOST, None)
-            )
-    _drop(conn, [r.id for r in rows if r.attempt_count >= max_attempts], now=now)
-    ready = [r.id for r in rows if r.attempt_count < max_attempts]
-    if not ready:
+    params = {"now": now, "full": full, "busy": busy, "window": window}
+    return await tx.fetch(_CANDIDATES, params)
+
+
+async def take(
+    tx: Tx, ids: list[str], *, now: datetime, owner: str, lease_until: datetime
+) -> list[Claim]:
+    """Lease the deliveries to `owner`; the UPDATE restates the due condition."""
+    if not ids:
         return []
-    claimed = conn.execute(
-        _CLAIM, {"ready": ready, "now": now, "owner": owner, "lease_ends": lease_until}
+    params = {"ids": ids, "now": now, "owner": owner, "lease_until": lease_until}
+    return [_claim_of(row, owner) for row in await tx.fetch(_CLAIM, params)]
+
+
+def _claim_of(row: Row, owner: str) -> Claim:
+    payload = str(row["payload"]).encode()
+    return Claim(
+        row["id"], row["account_id"], row["webhook_url"], payload, row["attempt_count"], owner
     )
-    return [
-        Claim(r.id, r.account_id, r.webhook_url, r.payload.encode(), r.attempt_count, owner)
-        for r in claimed
-    ]
 
 
-def _drop(conn: Connection, ids: Sequence[str], *, now: datetime) -> None:
+async def record_lost(tx: Tx, attempts: list[tuple[str, int]], *, now: datetime) -> None:
+    """Attempts a worker claimed and never recorded: it died with the lease."""
+    if attempts:
+        rows = [{"id": event_id, "number": number, "now": now} for event_id, number in attempts]
+        await tx.executemany(_LOST, rows)
+
+
+async def drop(tx: Tx, ids: list[str], *, now: datetime) -> None:
+    """Give up on deliveries whose attempts are used up."""
     if ids:
-        conn.execute(
-            update(events)
-            .where(E.id.in_(ids), E.delivery_status == DeliveryStatus.PENDING, _leasable(now))
-            .values(
-                delivery_status=DeliveryStatus.DROPPED,
-                next_attempt_at=None,
-                lease_until=None,
-                lease_owner=None,
-            )
-        )
+        await tx.execute(_DROP, {"ids": ids, "now": now})
 
 
-# Built once: they run for every webhook attempt.
-_RECORD_ATTEMPT = Prepared(
-    update(events)
-    .where(
-        E.id == bindparam("event_id"),
-        E.lease_owner == bindparam("owner"),
-        E.attempt_count == bindparam("number"),
-        E.delivery_status == DeliveryStatus.PENDING,
-    )
-    .values(
-        delivery_status=bindparam("outcome"),
-        next_attempt_at=bindparam("next_attempt_at"),
-        lease_until=None,
-        lease_owner=None,
-    )
+# The lease owner in the WHERE: a worker that overran its lease must not
+# overwrite the state written by the worker that took the row over.
+_RECORD_ATTEMPT = Sql(
+    "UPDATE events SET delivery_status = :outcome, next_attempt_at = :next_attempt_at,"
+    " lease_until = NULL, lease_owner = NULL WHERE id = :event_id AND lease_owner = :owner"
+    " AND attempt_count = :number AND delivery_status = 'pending'"
 )
-_INSERT_ATTEMPT = Prepared(insert(webhook_attempts))
+_INSERT_ATTEMPT = Sql(
+    "INSERT INTO webhook_attempts (event_id, number, at, status_code, error, duration_ms)"
+    " VALUES (:event_id, :number, :at, :status_code, :error, :duration_ms)"
+)
 
 
-def record_attempt(
-    conn: Connection,
+async def record_attempt(
+    tx: Tx,
     claim: Claim,
     attempt: AttemptRecord,
     *,
@@ -207,27 +185,25 @@ def record_attempt(
     next_attempt_at: datetime | None,
 ) -> bool:
     """Store how an attempt ended; False when the lease was lost to another worker."""
-    # The lease owner in the WHERE: a worker that overran its lease must not
-    # overwrite the state written by the worker that took the row over.
-    result = _RECORD_ATTEMPT.execute(
-        conn,
+    changed = await tx.execute(
+        _RECORD_ATTEMPT,
         {
             "event_id": claim.event_id,
             "owner": claim.owner,
             "number": claim.number,
-            "outcome": outcome,
+            "outcome": outcome.value,
             "next_attempt_at": next_attempt_at,
         },
     )
-    if result.rowcount != 1:
+    if changed != 1:
         return False
-    _insert_attempt(conn, claim.event_id, claim.number, attempt)
+    await insert_attempt(tx, claim.event_id, claim.number, attempt)
     return True
 
 
-def _insert_attempt(conn: Connection, event_id: str, number: int, attempt: AttemptRecord) -> None:
-    _INSERT_ATTEMPT.execute(
-        conn,
+async def insert_attempt(tx: Tx, event_id: str, number: int, attempt: AttemptRecord) -> None:
+    await tx.execute(
+        _INSERT_ATTEMPT,
         {
             "event_id": event_id,
             "number": number,
@@ -280,73 +256,88 @@ class EventQuery:
     delivery_status: DeliveryStatus | None = None
 
 
-def _scope(account_id: str, livemode: bool) -> list[ColumnElement[bool]]:
-    return [E.account_id == account_id, E.livemode == livemode]
+_COLUMNS = "id, type, payload, webhook_url, delivery_status"
+_SCOPE = "account_id = :account_id AND livemode = :livemode"
+_LOAD = Sql(f"SELECT {_COLUMNS} FROM events WHERE {_SCOPE} AND id = :id")
+_ATTEMPTS = Sql(
+    "SELECT event_id, at, status_code, error, duration_ms FROM webhook_attempts"
+    " WHERE event_id IN (SELECT value FROM json_each(:ids)) ORDER BY event_id, number, id",
+    postgres="SELECT event_id, at, status_code, error, duration_ms FROM webhook_attempts"
+    " WHERE event_id IN (SELECT json_array_elements_text(CAST(:ids AS json)))"
+    " ORDER BY event_id, number, id",
+)
+# One statement per combination of filters, built when first asked for.
+_FILTERS = (
+    ("related", "related_id = :related"),
+    ("type", "type = :type"),
+    ("delivery_status", "delivery_status = :delivery_status"),
+    ("starting_after", "id < :starting_after"),
+    ("ending_before", "id > :ending_before"),
+)
+_PAGES: dict[tuple[str, ...], Sql] = {}
 
 
-_COLUMNS = [E.id, E.type, E.payload, E.webhook_url, E.delivery_status]
-
-
-def load(conn: Connection, *, account_id: str, livemode: bool, event_id: str) -> StoredEvent | None:
-    row = conn.execute(
-        select(*_COLUMNS).where(*_scope(account_id, livemode), E.id == event_id)
-    ).first()
+async def load(tx: Tx, *, account_id: str, livemode: bool, event_id: str) -> StoredEvent | None:
+    row = await tx.fetchrow(_LOAD, {"account_id": account_id, "livemode": livemode, "id": event_id})
     if row is None:
         return None
-    return _from_row(row, _attempts_for(conn, [row.id])[row.id])
+    return _from_row(row, (await attempts_for(tx, [row["id"]]))[row["id"]])
 
 
-def list_page(
-    conn: Connection, *, account_id: str, livemode: bool, query: EventQuery
+def _page_statement(given: tuple[str, ...], *, backwards: bool) -> Sql:
+    key = (*given, "backwards" if backwards else "forwards")
+    statement = _PAGES.get(key)
+    if statement is None:
+        conditions = [_SCOPE, *(sql for name, sql in _FILTERS if name in given)]
+        order = "ASC" if backwards else "DESC"
+        statement = _PAGES[key] = Sql(
+            f"SELECT {_COLUMNS} FROM events WHERE {' AND '.join(conditions)}"
+            f" ORDER BY id {order} LIMIT :limit"
+        )
+    return statement
+
+
+async def list_page(
+    tx: Tx, *, account_id: str, livemode: bool, query: EventQuery
 ) -> tuple[list[StoredEvent], bool]:
     """Newest first, keyset-paginated on the time-sortable id, like verifications."""
-    conditions = _scope(account_id, livemode)
-    if query.related is not None:
-        conditions.append(E.related_id == query.related)
-    if query.type is not None:
-        conditions.append(E.type == query.type.value)
-    if query.delivery_status is not None:
-        conditions.append(E.delivery_status == query.delivery_status.value)
-    if query.starting_after is not None:
-        conditions.append(E.id < query.starting_after)
+    values: dict[str, Any] = {
+        "related": query.related,
+        "type": None if query.type is None else query.type.value,
+        "delivery_status": None if query.delivery_status is None else query.delivery_status.value,
+        "starting_after": query.starting_after,
+        "ending_before": query.ending_before,
+    }
+    given = tuple(name for name, _ in _FILTERS if values[name] is not None)
     backwards = query.ending_before is not None
-    if query.ending_before is not None:
-        conditions.append(E.id > query.ending_before)
-    order = E.id.asc() if backwards else E.id.desc()
-    rows = list(
-        conn.execute(select(*_COLUMNS).where(*conditions).order_by(order).limit(query.limit + 1))
-    )
+    params = {name: values[name] for name in given}
+    params.update(account_id=account_id, livemode=livemode, limit=query.limit + 1)
+    rows = await tx.fetch(_page_statement(given, backwards=backwards), params)
     has_more = len(rows) > query.limit
     rows = rows[: query.limit]
     if backwards:
         rows.reverse()
-    grouped = _attempts_for(conn, [r.id for r in rows])
-    return [_from_row(r, grouped[r.id]) for r in rows], has_more
+    grouped = await attempts_for(tx, [r["id"] for r in rows])
+    return [_from_row(r, grouped[r["id"]]) for r in rows], has_more
 
 
-def _from_row(row: Row[Any], attempts: Sequence[AttemptRecord]) -> StoredEvent:
+def _from_row(row: Row, attempts: Sequence[AttemptRecord]) -> StoredEvent:
     return StoredEvent(
-        id=row.id,
-        type=EventType(row.type),
-        payload=row.payload,
-        webhook_url=row.webhook_url,
-        delivery_status=DeliveryStatus(row.delivery_status),
+        id=row["id"],
+        type=EventType(row["type"]),
+        payload=row["payload"],
+        webhook_url=row["webhook_url"],
+        delivery_status=DeliveryStatus(row["delivery_status"]),
         attempts=tuple(attempts),
     )
 
 
-def _attempts_for(conn: Connection, ids: Sequence[str]) -> dict[str, list[AttemptRecord]]:
+async def attempts_for(tx: Tx, ids: Sequence[str]) -> dict[str, list[AttemptRecord]]:
     grouped: dict[str, list[AttemptRecord]] = {i: [] for i in ids}
     if not ids:
         return grouped
-    attempt = webhook_attempts.c
-    query = (
-        select(webhook_attempts)
-        .where(attempt.event_id.in_(ids))
-        .order_by(attempt.event_id, attempt.number, attempt.id)
-    )
-    for row in conn.execute(query):
-        grouped[row.event_id].append(
-            AttemptRecord(row.at, row.status_code, row.error, row.duration_ms)
+    for row in await tx.fetch(_ATTEMPTS, {"ids": list(ids)}):
+        grouped[row["event_id"]].append(
+            AttemptRecord(moment(row["at"]), row["status_code"], row["error"], row["duration_ms"])
         )
     return grouped

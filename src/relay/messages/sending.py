@@ -9,16 +9,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection
-
 from relay.crypto import Keyring
+from relay.db.sql import Tx
 from relay.delivery.owners import Draft, OwnerState
 from relay.events import store as event_store
 from relay.events.models import EventType, NewEvent
 from relay.ids import new_id
 from relay.messages import store
 from relay.messages.models import Message, MessageStatus, just_sent
-from relay.sms.text import render_sms
 
 
 def owner_state(message: Message) -> OwnerState:
@@ -36,60 +34,54 @@ class MessageOwner:
     def __init__(self, keyring: Keyring) -> None:
         self._keyring = keyring
 
-    def draft(self, conn: Connection, owner_id: str) -> Draft | None:
-        found = store.sendable(conn, owner_id)
-        if found is None or found.sealed_code is None:
-            return None
-        code = self._keyring.unseal(owner_id, found.sealed_code)
-        body = render_sms(
-            locale=found.locale, brand=found.brand, code=code, webotp_domain=found.webotp_domain
-        )
-        return Draft(to=found.to, sender=found.sender, body=body, expires_at=found.expires_at)
+    async def draft(self, tx: Tx, owner_id: str) -> Draft | None:
+        found = await store.sendable(tx, owner_id)
+        return None if found is None else found.draft(self._keyring)
 
-    def state(self, conn: Connection, owner_id: str, *, now: datetime) -> OwnerState | None:
-        message = store.load_any(conn, owner_id)
+    async def state(self, tx: Tx, owner_id: str, *, now: datetime) -> OwnerState | None:
+        message = await store.load_any(tx, owner_id)
         return None if message is None else owner_state(message)
 
-    def attempt_sent(self, conn: Connection, owner_id: str, *, now: datetime) -> OwnerState | None:
-        store.mark_sent(conn, owner_id, now=now)
-        message = store.load_any(conn, owner_id)
+    async def attempt_sent(self, tx: Tx, owner_id: str, *, now: datetime) -> OwnerState | None:
+        await store.mark_sent(tx, owner_id, now=now)
+        message = await store.load_any(tx, owner_id)
         if message is None:
             return None
-        _record(conn, message, EventType.MESSAGE_SENT, now)
+        await _record(tx, message, EventType.MESSAGE_SENT, now)
         return owner_state(message)
 
-    def attempt_delivered(
-        self, conn: Connection, owner_id: str, attempt_id: str, *, now: datetime, also_sent: bool
+    async def attempt_delivered(
+        self, tx: Tx, owner_id: str, attempt_id: str, *, now: datetime, also_sent: bool
     ) -> OwnerState | None:
         # From queued or sent: the message's own state follows in one step.
-        store.finish(conn, owner_id, MessageStatus.DELIVERED, now=now)
-        message = store.load_any(conn, owner_id)
+        await store.finish(tx, owner_id, MessageStatus.DELIVERED, now=now)
+        message = await store.load_any(tx, owner_id)
         if message is None:
             return None
         if also_sent:
-            _record(conn, message, EventType.MESSAGE_SENT, now, just_sent(message, attempt_id))
-        _record(conn, message, EventType.MESSAGE_DELIVERED, now)
+            await _record(tx, message, EventType.MESSAGE_SENT, now, just_sent(message, attempt_id))
+        await _record(tx, message, EventType.MESSAGE_DELIVERED, now)
         return owner_state(message)
 
-    def attempt_failed(
-        self, conn: Connection, owner_id: str, *, now: datetime, last: bool
+    async def attempt_failed(
+        self, tx: Tx, owner_id: str, *, now: datetime, last: bool
     ) -> OwnerState | None:
-        message = store.load_any(conn, owner_id)
+        message = await store.load_any(tx, owner_id)
         if message is None:
             return None
         if last and message.is_open:
             # No carrier left: the message has failed, and says so in the same event.
-            store.finish(conn, owner_id, MessageStatus.FAILED, now=now)
-            message = store.load_any(conn, owner_id) or message
-        _record(conn, message, EventType.MESSAGE_FAILED, now)
+            await store.finish(tx, owner_id, MessageStatus.FAILED, now=now)
+            message = await store.load_any(tx, owner_id) or message
+        await _record(tx, message, EventType.MESSAGE_FAILED, now)
         return owner_state(message)
 
-    def attempt_canceled(self, conn: Connection, owner_id: str, *, now: datetime) -> None:
-        store.finish(conn, owner_id, MessageStatus.FAILED, now=now)
+    async def attempt_canceled(self, tx: Tx, owner_id: str, *, now: datetime) -> None:
+        await store.finish(tx, owner_id, MessageStatus.FAILED, now=now)
 
 
-def _record(
-    conn: Connection,
+async def _record(
+    tx: Tx,
     message: Message,
     kind: EventType,
     now: datetime,
@@ -102,8 +94,8 @@ def _record(
         livemode=message.livemode,
         data_object=message.to_api() if payload is None else payload,
     )
-    event_store.record(
-        conn,
+    await event_store.record(
+        tx,
         event,
         account_id=message.account_id,
         related_id=message.id,

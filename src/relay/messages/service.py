@@ -5,13 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection
-
 from relay.abuse.service import AbuseGuard
 from relay.accounts.models import Caller
 from relay.clock import Clock
 from relay.crypto import Keyring
-from relay.db.engine import Database
+from relay.db.driver import Db
+from relay.db.sql import Tx
 from relay.delivery.jobs import Submitted
 from relay.delivery.owners import Draft, OwnerRef
 from relay.delivery.service import Delivery
@@ -46,7 +45,7 @@ class _Queued:
 class MessageService:
     def __init__(
         self,
-        db: Database,
+        db: Db,
         keyring: Keyring,
         clock: Clock,
         *,
@@ -67,7 +66,7 @@ class MessageService:
         destination, route = self._delivery.destination(caller, request.to)
         now = self._clock.now()
         queued = await self._db.write(
-            lambda c: self._queue(c, caller, request, destination, route, now)
+            lambda tx: self._queue(tx, caller, request, destination, route, now)
         )
         if isinstance(queued, RateLimitError):
             raise queued
@@ -76,9 +75,9 @@ class MessageService:
             return latest
         return await self.retrieve(caller, queued.message_id)
 
-    def _queue(
+    async def _queue(
         self,
-        conn: Connection,
+        tx: Tx,
         caller: Caller,
         request: SendRequest,
         destination: Destination,
@@ -87,7 +86,7 @@ class MessageService:
     ) -> _Queued | RateLimitError:
         scope = caller.scope
         # The same pumping and volume guards as verifications: an SMS costs the same.
-        refusal = self._abuse.before_send(conn, scope, destination, opens=True, now=now)
+        refusal = await self._abuse.before_send(tx, scope, destination, opens=True, now=now)
         if refusal is not None:
             return refusal
         message_id = new_id("msg")
@@ -102,15 +101,15 @@ class MessageService:
             webhook_url=request.webhook_url,
             expires_at=now + self._ttl,
         )
-        store.insert_message(conn, scope, new, now)
-        submitted = self._send(conn, caller, request, new, route, now)
+        await store.insert_message(tx, scope, new, now)
+        submitted = await self._send(tx, caller, request, new, route, now)
         # Last: shared counter rows, locked until commit on PostgreSQL (see verifications).
-        self._abuse.record_send(conn, scope, destination, now=now)
+        await self._abuse.record_send(tx, scope, destination, now=now)
         return _Queued(message_id, submitted)
 
-    def _send(
+    async def _send(
         self,
-        conn: Connection,
+        tx: Tx,
         caller: Caller,
         request: SendRequest,
         new: NewMessage,
@@ -124,13 +123,15 @@ class MessageService:
             webotp_domain=caller.webotp_domain,
         )
         draft = Draft(to=new.to, sender=new.sender, body=body, expires_at=new.expires_at)
-        submitted = self._delivery.send(conn, OwnerRef("message", new.id), draft, route, now=now)
+        submitted = await self._delivery.send(
+            tx, OwnerRef("message", new.id), draft, route, now=now
+        )
         if submitted.job is None and not isinstance(submitted.latest, Message):
-            return Submitted(latest=store.load(conn, caller.scope, new.id))
+            return Submitted(latest=await store.load(tx, caller.scope, new.id))
         return submitted
 
     async def retrieve(self, caller: Caller, message_id: str) -> Message:
-        found = await self._db.read(lambda c: store.load(c, caller.scope, message_id))
+        found = await self._db.read(lambda tx: store.load(tx, caller.scope, message_id))
         if found is None:
             raise ResourceMissing(f"No such message: {message_id}", param="id")
         return found

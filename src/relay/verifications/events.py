@@ -5,16 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection
-
+from relay.db.sql import Tx
 from relay.events import store as event_store
 from relay.events.models import EventType, NewEvent
 from relay.ids import new_id
 from relay.verifications.models import Verification
 
 
-def record(
-    conn: Connection,
+async def record(
+    tx: Tx,
     verification: Verification,
     kind: EventType,
     now: datetime,
@@ -29,8 +28,8 @@ def record(
         livemode=verification.livemode,
         data_object=verification.to_api(now) if payload is None else payload,
     )
-    event_store.record(
-        conn,
+    await event_store.record(
+        tx,
         event,
         account_id=verification.account_id,
         related_id=verification.id,

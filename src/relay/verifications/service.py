@@ -6,15 +6,13 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection
-from sqlalchemy.exc import IntegrityError
-
 from relay.abuse.models import Rules
 from relay.abuse.service import AbuseGuard
 from relay.accounts.models import Caller, Scope
 from relay.clock import Clock
 from relay.crypto import Keyring, generate_code
-from relay.db.engine import Database
+from relay.db.driver import Db
+from relay.db.sql import IntegrityViolation, Tx
 from relay.delivery.jobs import Submitted
 from relay.delivery.owners import Draft, OwnerRef
 from relay.delivery.service import Delivery
@@ -84,7 +82,7 @@ def sender_name(brand: str) -> str:
 class VerificationService:
     def __init__(
         self,
-        db: Database,
+        db: Db,
         keyring: Keyring,
         clock: Clock,
         *,
@@ -104,12 +102,12 @@ class VerificationService:
         now = self._clock.now()
         try:
             sent = await self._db.write(
-                lambda c: self._create(c, caller, request, destination, route, now)
+                lambda tx: self._create(tx, caller, request, destination, route, now)
             )
-        except IntegrityError:
+        except IntegrityViolation:
             # Another request opened a verification for this number first: this one is a resend.
             sent = await self._db.write(
-                lambda c: self._create(c, caller, request, destination, route, now)
+                lambda tx: self._create(tx, caller, request, destination, route, now)
             )
         if isinstance(sent, RateLimitError):
             raise sent
@@ -119,9 +117,9 @@ class VerificationService:
             return latest
         return await self.retrieve(caller, sent.verification_id)
 
-    def _create(
+    async def _create(
         self,
-        conn: Connection,
+        tx: Tx,
         caller: Caller,
         request: CreateRequest,
         destination: Destination,
@@ -129,39 +127,41 @@ class VerificationService:
         now: datetime,
     ) -> _Sent | RateLimitError:
         scope = caller.scope
-        existing = self._pending(conn, scope, destination, now)
-        refusal = self._abuse.before_send(conn, scope, destination, opens=existing is None, now=now)
+        existing = await self._pending(tx, scope, destination, now)
+        refusal = await self._abuse.before_send(
+            tx, scope, destination, opens=existing is None, now=now
+        )
         if refusal is not None:
             # Returned, not raised: a pumping block written here must commit.
             return refusal
         if existing is None:
-            opened = self._open(conn, caller, request, destination, now)
+            opened = await self._open(tx, caller, request, destination, now)
         else:
-            opened = self._resend(conn, scope, existing, now)
-        submitted = self._send(conn, caller, opened, destination, route, now)
+            opened = await self._resend(tx, scope, existing, now)
+        submitted = await self._send(tx, caller, opened, destination, route, now)
         # Last: the account's and the country's counters are rows that every send
         # updates, and on PostgreSQL a row lock is held until commit.
-        self._abuse.record_send(conn, scope, destination, now=now)
+        await self._abuse.record_send(tx, scope, destination, now=now)
         return _Sent(opened.id, submitted)
 
-    def _pending(
-        self, conn: Connection, scope: Scope, destination: Destination, now: datetime
+    async def _pending(
+        self, tx: Tx, scope: Scope, destination: Destination, now: datetime
     ) -> str | None:
         """The number's pending verification, which a create resends, if any."""
-        pending = store.pending_for(conn, scope, destination.e164)
+        pending = await store.pending_for(tx, scope, destination.e164)
         if pending is None:
             return None
         verification_id, expires_at = pending
         if expires_at > now:
             return verification_id
         # Its TTL ran out before the sweep saw it: close it, and this create opens anew.
-        if store.expire_one(conn, scope, verification_id, now=now):
-            self._emit_for(conn, scope, verification_id, EventType.VERIFICATION_EXPIRED, now)
+        if await store.expire_one(tx, scope, verification_id, now=now):
+            await self._emit_for(tx, scope, verification_id, EventType.VERIFICATION_EXPIRED, now)
         return None
 
-    def _send(
+    async def _send(
         self,
-        conn: Connection,
+        tx: Tx,
         caller: Caller,
         opened: _Opened,
         destination: Destination,
@@ -178,14 +178,14 @@ class VerificationService:
             to=destination.e164, sender=opened.sender, body=body, expires_at=opened.expires_at
         )
         owner = OwnerRef("verification", opened.id)
-        submitted = self._delivery.send(conn, owner, draft, route, now=now)
+        submitted = await self._delivery.send(tx, owner, draft, route, now=now)
         if submitted.job is None and not isinstance(submitted.latest, Verification):
-            return Submitted(latest=self._load(conn, caller.scope, opened.id))
+            return Submitted(latest=await self._load(tx, caller.scope, opened.id))
         return submitted
 
-    def _open(
+    async def _open(
         self,
-        conn: Connection,
+        tx: Tx,
         caller: Caller,
         request: CreateRequest,
         destination: Destination,
@@ -206,29 +206,29 @@ class VerificationService:
             webhook_url=request.webhook_url,
             expires_at=now + timedelta(seconds=request.ttl),
         )
-        store.insert_verification(conn, caller.scope, new, now)
+        await store.insert_verification(tx, caller.scope, new, now)
         return _Opened(verification_id, code, new.locale, new.sender, new.expires_at)
 
-    def _resend(
-        self, conn: Connection, scope: Scope, verification_id: str, now: datetime
-    ) -> _Opened:
-        current = self._load(conn, scope, verification_id)
+    async def _resend(self, tx: Tx, scope: Scope, verification_id: str, now: datetime) -> _Opened:
+        current = await self._load(tx, scope, verification_id)
         require_resend_allowed(
             current,
             now=now,
             max_sends=self._limits.max_sends,
             interval=self._limits.resend_interval,
         )
-        if not store.count_resend(conn, scope, verification_id, seen_sends=current.sends, now=now):
+        if not await store.count_resend(
+            tx, scope, verification_id, seen_sends=current.sends, now=now
+        ):
             raise ResendTooSoon(retry_after=self._limits.resend_interval)
-        secrets = store.load_secrets(conn, scope, verification_id)
+        secrets = await store.load_secrets(tx, scope, verification_id)
         if secrets is None or secrets[1] is None:
             raise ResourceMissing()
         code = self._keyring.unseal(verification_id, secrets[1])
         return _Opened(verification_id, code, current.locale, current.sender, current.expires_at)
 
     async def retrieve(self, caller: Caller, verification_id: str) -> Verification:
-        found = await self._db.read(lambda c: store.load(c, caller.scope, verification_id))
+        found = await self._db.read(lambda tx: store.load(tx, caller.scope, verification_id))
         if found is None:
             raise ResourceMissing(f"No such verification: {verification_id}", param="id")
         return found
@@ -243,17 +243,17 @@ class VerificationService:
     ) -> Verification:
         now = self._clock.now()
         verification, error = await self._db.write(
-            lambda c: self._check(
-                c, caller, code=code, verification_id=verification_id, to=to, now=now
+            lambda tx: self._check(
+                tx, caller, code=code, verification_id=verification_id, to=to, now=now
             )
         )
         if error is not None:
             raise error
         return verification
 
-    def _check(
+    async def _check(
         self,
-        conn: Connection,
+        tx: Tx,
         caller: Caller,
         *,
         code: str,
@@ -262,27 +262,27 @@ class VerificationService:
         now: datetime,
     ) -> tuple[Verification, RelayError | None]:
         scope = caller.scope
-        target = verification_id or (to and store.pending_id_for(conn, scope, to))
-        found = store.check_material(conn, scope, target) if target else None
+        target = verification_id or (to and await store.pending_id_for(tx, scope, to))
+        found = await store.check_material(tx, scope, target) if target else None
         if target is None or found is None:
             param = "id" if verification_id else "to"
             raise ResourceMissing("No pending verification matches.", param=param)
         destination = found.destination
         matches = self._keyring.code_matches(target, code, found.code_mac)
         correct = check_is_correct(submitted=code, livemode=caller.livemode, matches=matches)
-        refusal = self._abuse.before_check(conn, scope, destination.e164, now=now)
+        refusal = await self._abuse.before_check(tx, scope, destination.e164, now=now)
         if refusal:
-            return self._load(conn, scope, target), refusal
-        verification, error = self._count(conn, scope, target, found, correct, now)
+            return await self._load(tx, scope, target), refusal
+        verification, error = await self._count(tx, scope, target, found, correct, now)
         if error is not None:
             return verification, error
         # Last, for the same reason as in create: shared counter rows, locked until commit.
-        self._abuse.record_check(conn, scope, destination, correct=correct, now=now)
+        await self._abuse.record_check(tx, scope, destination, correct=correct, now=now)
         return verification, None
 
-    def _count(
+    async def _count(
         self,
-        conn: Connection,
+        tx: Tx,
         scope: Scope,
         target: str,
         found: CheckMaterial,
@@ -302,43 +302,43 @@ class VerificationService:
         # A count is made by the UPDATE, which applies the same rule to the row as
         # it is, atomically, and whose answer wins.
         if rule is None:
-            return self._closed(conn, scope, target, now)
-        status = store.count_check(conn, scope, target, correct=correct, now=now)
+            return await self._closed(tx, scope, target, now)
+        status = await store.count_check(tx, scope, target, correct=correct, now=now)
         if status is None:
-            return self._closed(conn, scope, target, now)
-        verification = self._load(conn, scope, target)
+            return await self._closed(tx, scope, target, now)
+        verification = await self._load(tx, scope, target)
         if status is Status.APPROVED:
-            events.record(conn, verification, EventType.VERIFICATION_APPROVED, now)
+            await events.record(tx, verification, EventType.VERIFICATION_APPROVED, now)
         elif status is Status.MAX_ATTEMPTS_REACHED:
-            events.record(conn, verification, EventType.VERIFICATION_MAX_ATTEMPTS_REACHED, now)
+            await events.record(tx, verification, EventType.VERIFICATION_MAX_ATTEMPTS_REACHED, now)
         return verification, None
 
-    def _closed(
-        self, conn: Connection, scope: Scope, target: str, now: datetime
+    async def _closed(
+        self, tx: Tx, scope: Scope, target: str, now: datetime
     ) -> tuple[Verification, RelayError]:
         """Not open: report why, after closing it if its TTL ran out unnoticed."""
-        if store.expire_one(conn, scope, target, now=now):
-            self._emit_for(conn, scope, target, EventType.VERIFICATION_EXPIRED, now)
-        verification = self._load(conn, scope, target)
+        if await store.expire_one(tx, scope, target, now=now):
+            await self._emit_for(tx, scope, target, EventType.VERIFICATION_EXPIRED, now)
+        verification = await self._load(tx, scope, target)
         return verification, closed_error(verification.status_at(now))
 
     async def cancel(self, caller: Caller, verification_id: str) -> Verification:
         now = self._clock.now()
         verification, error = await self._db.write(
-            lambda c: self._cancel(c, caller.scope, verification_id, now)
+            lambda tx: self._cancel(tx, caller.scope, verification_id, now)
         )
         if error is not None:
             raise error
         return verification
 
-    def _cancel(
-        self, conn: Connection, scope: Scope, verification_id: str, now: datetime
+    async def _cancel(
+        self, tx: Tx, scope: Scope, verification_id: str, now: datetime
     ) -> tuple[Verification, RelayError | None]:
-        if store.cancel(conn, scope, verification_id, now=now):
-            return self._load(conn, scope, verification_id), None
-        if store.expire_one(conn, scope, verification_id, now=now):
-            self._emit_for(conn, scope, verification_id, EventType.VERIFICATION_EXPIRED, now)
-        verification = store.load(conn, scope, verification_id)
+        if await store.cancel(tx, scope, verification_id, now=now):
+            return await self._load(tx, scope, verification_id), None
+        if await store.expire_one(tx, scope, verification_id, now=now):
+            await self._emit_for(tx, scope, verification_id, EventType.VERIFICATION_EXPIRED, now)
+        verification = await store.load(tx, scope, verification_id)
         if verification is None:
             raise ResourceMissing(f"No such verification: {verification_id}", param="id")
         status = verification.status_at(now)
@@ -346,32 +346,33 @@ class VerificationService:
 
     async def list(self, caller: Caller, query: ListQuery) -> tuple[list[Verification], bool]:
         now = self._clock.now()
-        return await self._db.read(lambda c: store.list_page(c, caller.scope, query, now=now))
+        # A page and its attempts, as of one commit.
+        return await self._db.snapshot(lambda tx: store.list_page(tx, caller.scope, query, now=now))
 
     async def expire_due(self, *, batch: int = 200) -> int:
         """The sweep: close verifications whose TTL elapsed, one event each."""
         now = self._clock.now()
 
-        def work(conn: Connection) -> int:
-            closed = store.expire_due(conn, now=now, limit=batch)
+        async def work(tx: Tx) -> int:
+            closed = await store.expire_due(tx, now=now, limit=batch)
             for verification_id in closed:
-                row = store.load_any(conn, verification_id)
+                row = await store.load_any(tx, verification_id)
                 if row is not None:
-                    events.record(conn, row, EventType.VERIFICATION_EXPIRED, now)
+                    await events.record(tx, row, EventType.VERIFICATION_EXPIRED, now)
             return len(closed)
 
         # Looked at read-only first: an idle sweep must not take SQLite's write lock.
-        if not await self._db.read(lambda c: store.any_due(c, now=now)):
+        if not await self._db.read(lambda tx: store.any_due(tx, now=now)):
             return 0
         return await self._db.write(work)
 
-    def _load(self, conn: Connection, scope: Scope, verification_id: str) -> Verification:
-        found = store.load(conn, scope, verification_id)
+    async def _load(self, tx: Tx, scope: Scope, verification_id: str) -> Verification:
+        found = await store.load(tx, scope, verification_id)
         if found is None:
             raise ResourceMissing(param="id")
         return found
 
-    def _emit_for(
-        self, conn: Connection, scope: Scope, verification_id: str, kind: EventType, now: datetime
+    async def _emit_for(
+        self, tx: Tx, scope: Scope, verification_id: str, kind: EventType, now: datetime
     ) -> None:
-        events.record(conn, self._load(conn, scope, verification_id), kind, now)
+        await events.record(tx, await self._load(tx, scope, verification_id), kind, now)

@@ -1,4 +1,4 @@
-"""SQL for verifications: plain functions of a Connection, run inside one transaction.
+"""SQL for verifications: plain async functions of a Tx, run inside one unit of work.
 
 Every state change is one conditional UPDATE whose WHERE clause restates the
 rule, so two processes racing on one verification cannot both win.
@@ -6,44 +6,18 @@ rule, so two processes racing on one verification cannot both win.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import (
-    Boolean,
-    Connection,
-    Row,
-    and_,
-    bindparam,
-    case,
-    insert,
-    null,
-    or_,
-    select,
-    update,
-)
-from sqlalchemy.sql import ColumnElement
-
-# `Scope as Scope`: still imported from here by web/idempotency.py, until the HTTP rewrite.
-from relay.accounts.models import Scope as Scope
-from relay.db.prepared import Prepared
-from relay.db.tables import UtcDateTime, accounts, attempts, in_state, verifications
+from relay.accounts.models import Scope
+from relay.db.sql import Row, Sql, Tx, document, flag, moment, moment_or_none
 from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS, attempts_of, joined_attempts
+from relay.delivery.owners import Sendable
 from relay.phone import Destination
 from relay.verifications.models import CHECK_LIMIT, Attempt, Status, Verification
-
-V = verifications.c
-
-
-# Hot statements are built once with bind parameters: building SQLAlchemy
-# expressions per call cost more than the SQL itself (see docs/decisions.md).
-# Bind names avoid column names, which UPDATE reserves for its SET clause.
-_NOW = bindparam("now", type_=UtcDateTime())
-_IN_SCOPE = (V.account_id == bindparam("scope_account"), V.livemode == bindparam("scope_livemode"))
-_THIS = (*_IN_SCOPE, V.id == bindparam("verification_id"))
-_OPEN = (*_THIS, V.status == Status.PENDING.value, V.expires_at > _NOW)
 
 
 @dataclass(frozen=True)
@@ -72,114 +46,141 @@ class ListQuery:
     created_lt: datetime | None = None
 
 
-def _from_row(row: Row[Any], found: Sequence[Attempt] = ()) -> Verification:
+def _from_row(row: Row, found: Sequence[Attempt] = ()) -> Verification:
     return Verification(
-        id=row.id,
-        account_id=row.account_id,
-        livemode=row.livemode,
-        to=row.to_number,
-        country=row.country,
-        sender=row.sender,
-        locale=row.locale,
-        code_length=row.code_length,
-        status=Status(row.status),
-        checks=row.checks,
-        sends=row.sends,
-        metadata=row.metadata,
-        webhook_url=row.webhook_url,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        expires_at=row.expires_at,
-        last_sent_at=row.last_sent_at,
-        approved_at=row.approved_at,
-        canceled_at=row.canceled_at,
+        id=row["id"],
+        account_id=row["account_id"],
+        livemode=flag(row["livemode"]),
+        to=row["to_number"],
+        country=row["country"],
+        sender=row["sender"],
+        locale=row["locale"],
+        code_length=row["code_length"],
+        status=Status(row["status"]),
+        checks=row["checks"],
+        sends=row["sends"],
+        metadata=document(row["metadata"]),
+        webhook_url=row["webhook_url"],
+        created_at=moment(row["created_at"]),
+        updated_at=moment(row["updated_at"]),
+        expires_at=moment(row["expires_at"]),
+        last_sent_at=moment(row["last_sent_at"]),
+        approved_at=moment_or_none(row["approved_at"]),
+        canceled_at=moment_or_none(row["canceled_at"]),
         attempts=tuple(found),
     )
 
 
-_PUBLIC_COLUMNS = [c for c in verifications.c if c.name not in ("code_mac", "sealed_code")]
+# Everything but the code's MAC and its sealed copy.
+_PUBLIC = (
+    "id, account_id, livemode, to_number, country, sender, locale, code_length, status,"
+    " checks, sends, metadata, webhook_url, created_at, updated_at, expires_at, last_sent_at,"
+    " approved_at, canceled_at"
+)
+_PUBLIC_OF_V = ", ".join(f"v.{name.strip()}" for name in _PUBLIC.split(","))
+_SCOPED = "account_id = :scope_account AND livemode = :scope_livemode"
+_THIS = f"{_SCOPED} AND id = :verification_id"
+# The states are written into the SQL, never bound: the partial indexes
+# (`WHERE status = 'pending'`) serve a query only if it states their predicate.
+_OPEN = f"{_THIS} AND status = 'pending' AND expires_at > :now"
 # A verification with its attempts, oldest first, in one round trip: one row
 # per attempt (an outer join, so one row with NULL attempt columns if none).
 _WITH_ATTEMPTS = (
-    select(*_PUBLIC_COLUMNS, *JOINED_ATTEMPT_COLUMNS)
-    .select_from(verifications.outerjoin(attempts, attempts.c.verification_id == V.id))
-    .order_by(attempts.c.id)
+    f"SELECT {_PUBLIC_OF_V}, {JOINED_ATTEMPT_COLUMNS} FROM verifications v"
+    " LEFT OUTER JOIN attempts a ON a.verification_id = v.id WHERE {where} ORDER BY a.id"
 )
-_LOAD = Prepared(_WITH_ATTEMPTS.where(*_THIS))
+_LOAD = Sql(
+    _WITH_ATTEMPTS.format(
+        where="v.account_id = :scope_account AND v.livemode = :scope_livemode"
+        " AND v.id = :verification_id"
+    )
+)
 # Without a scope: the delivery layer's load, once per event it records.
-_LOAD_ANY = Prepared(_WITH_ATTEMPTS.where(V.id == bindparam("verification_id")))
-_LOAD_SECRETS = select(V.code_mac, V.sealed_code).where(*_THIS)
-_CHECK_MATERIAL = Prepared(
-    select(V.code_mac, V.to_number, V.country, V.status, V.checks, V.expires_at).where(*_THIS)
+_LOAD_ANY = Sql(_WITH_ATTEMPTS.format(where="v.id = :verification_id"))
+_LOAD_SECRETS = Sql(f"SELECT code_mac, sealed_code FROM verifications WHERE {_THIS}")
+_CHECK_MATERIAL = Sql(
+    "SELECT code_mac, to_number, country, status, checks, expires_at FROM verifications"
+    f" WHERE {_THIS}"
 )
-_PENDING_ID = select(V.id).where(
-    *_IN_SCOPE, V.to_number == bindparam("to"), V.status == Status.PENDING.value
-)
+_PENDING_OF = f"FROM verifications WHERE {_SCOPED} AND to_number = :to AND status = 'pending'"
 # On PostgreSQL, concurrent creates for one number queue behind the row lock.
-_PENDING_ID_LOCKED = _PENDING_ID.with_for_update()
-_PENDING_SQL = select(V.id, V.expires_at).where(
-    *_IN_SCOPE, V.to_number == bindparam("to"), V.status == Status.PENDING.value
+_PENDING_ID = Sql(f"SELECT id {_PENDING_OF}", postgres=f"SELECT id {_PENDING_OF} FOR UPDATE")
+_PENDING = Sql(
+    f"SELECT id, expires_at {_PENDING_OF}",
+    postgres=f"SELECT id, expires_at {_PENDING_OF} FOR UPDATE",
 )
-_PENDING = Prepared(_PENDING_SQL)
-_PENDING_LOCKED = Prepared(_PENDING_SQL.with_for_update())
-_INSERT_VERIFICATION = Prepared(insert(verifications))
-_COUNT_RESEND = Prepared(
-    update(verifications)
-    .where(*_OPEN, V.sends == bindparam("seen_sends"))
-    .values(sends=V.sends + 1, last_sent_at=_NOW, updated_at=_NOW)
+_INSERT_VERIFICATION = Sql(
+    "INSERT INTO verifications (id, account_id, livemode, to_number, country, sender, locale,"
+    " code_length, code_mac, sealed_code, status, checks, sends, metadata, webhook_url,"
+    " created_at, updated_at, expires_at, last_sent_at) VALUES (:id, :scope_account,"
+    " :scope_livemode, :to, :country, :sender, :locale, :code_length, :code_mac, :sealed_code,"
+    " 'pending', 0, 1, :metadata, :webhook_url, :now, :now, :expires_at, :now)"
+)
+_COUNT_RESEND = Sql(
+    "UPDATE verifications SET sends = sends + 1, last_sent_at = :now, updated_at = :now"
+    f" WHERE {_OPEN} AND sends = :seen_sends"
 )
 # `models.count_check`, the check rule, as one statement: the WHERE clause is
-# when a check counts, the CASEs what it does. tests/db/test_check_rule.py walks
-# the rule's inputs and shows the two agree.
-_CORRECT = bindparam("correct", type_=Boolean())
-_NEXT_CHECKS = V.checks + 1
-_COUNT_CHECK = Prepared(
-    update(verifications)
-    .where(*_OPEN, V.checks < CHECK_LIMIT)
-    .values(
-        checks=_NEXT_CHECKS,
-        status=case(
-            (_CORRECT, Status.APPROVED.value),
-            (_NEXT_CHECKS >= CHECK_LIMIT, Status.MAX_ATTEMPTS_REACHED.value),
-            else_=Status.PENDING.value,
-        ),
-        updated_at=_NOW,
-        approved_at=case((_CORRECT, _NOW), else_=V.approved_at),
-        # A closed verification never sends again: drop the sealed code.
-        sealed_code=case((or_(_CORRECT, _NEXT_CHECKS >= CHECK_LIMIT), null()), else_=V.sealed_code),
-    )
-    .returning(V.status)
+# when a check counts, the CASEs what it does (SET reads the row as it was).
+# tests/db/test_check_rule.py walks the rule's inputs and shows the two agree.
+_COUNT_CHECK_SQL = (
+    "UPDATE verifications SET checks = checks + 1,"
+    " status = CASE WHEN {correct} THEN 'approved'"
+    " WHEN checks + 1 >= {limit} THEN 'max_attempts_reached' ELSE 'pending' END,"
+    " updated_at = :now,"
+    " approved_at = CASE WHEN {correct} THEN {now} ELSE approved_at END,"
+    # A closed verification never sends again: drop the sealed code.
+    " sealed_code = CASE WHEN {correct} OR checks + 1 >= {limit} THEN NULL ELSE sealed_code END"
+    " WHERE {open} AND checks < {limit} RETURNING status"
 )
-_CANCEL = (
-    update(verifications)
-    .where(*_OPEN)
-    .values(status=Status.CANCELED.value, canceled_at=_NOW, updated_at=_NOW, sealed_code=null())
+_COUNT_CHECK = Sql(
+    _COUNT_CHECK_SQL.format(correct=":correct", now=":now", limit=CHECK_LIMIT, open=_OPEN),
+    # PostgreSQL cannot infer a parameter's type from CASE WHEN alone.
+    postgres=_COUNT_CHECK_SQL.format(
+        correct="CAST(:correct AS boolean)",
+        now="CAST(:now AS timestamptz)",
+        limit=CHECK_LIMIT,
+        open=_OPEN,
+    ),
 )
-_EXPIRED_VALUES = {"status": Status.EXPIRED.value, "updated_at": _NOW, "sealed_code": null()}
-_PAST_TTL = (V.status == Status.PENDING.value, V.expires_at <= _NOW)
-_EXPIRE_ONE = update(verifications).where(*_THIS, *_PAST_TTL).values(**_EXPIRED_VALUES)
+_CANCEL = Sql(
+    "UPDATE verifications SET status = 'canceled', canceled_at = :now, updated_at = :now,"
+    f" sealed_code = NULL WHERE {_OPEN}"
+)
+_EXPIRED = "status = 'expired', updated_at = :now, sealed_code = NULL"
+_PAST_TTL = "status = 'pending' AND expires_at <= :now"
+_EXPIRE_ONE = Sql(f"UPDATE verifications SET {_EXPIRED} WHERE {_THIS} AND {_PAST_TTL}")
+# The UPDATE restates the rule: a row another sweep closed meanwhile is left alone.
+_EXPIRE_DUE = Sql(
+    f"UPDATE verifications SET {_EXPIRED} WHERE id IN (SELECT id FROM verifications"
+    f" WHERE {_PAST_TTL} ORDER BY expires_at LIMIT :limit) AND {_PAST_TTL} RETURNING id"
+)
+_ANY_DUE = Sql(f"SELECT id FROM verifications WHERE {_PAST_TTL} LIMIT 1")
 
 
 def _this(scope: Scope, verification_id: str, **extra: Any) -> dict[str, Any]:
     return {**scope.params(), "verification_id": verification_id, **extra}
 
 
-def load(conn: Connection, scope: Scope, verification_id: str) -> Verification | None:
-    return _joined(_LOAD.execute(conn, _this(scope, verification_id)).all())
+async def load(tx: Tx, scope: Scope, verification_id: str) -> Verification | None:
+    return _joined(await tx.fetch(_LOAD, _this(scope, verification_id)))
 
 
-def _joined(rows: list[Any]) -> Verification | None:
+def _joined(rows: list[Row]) -> Verification | None:
     if not rows:
         return None
     first = rows[0]
-    return _from_row(first, joined_attempts(rows, livemode=first.livemode))
+    return _from_row(first, joined_attempts(rows, livemode=flag(first["livemode"])))
 
 
-def load_secrets(
-    conn: Connection, scope: Scope, verification_id: str
+async def load_secrets(
+    tx: Tx, scope: Scope, verification_id: str
 ) -> tuple[bytes, bytes | None] | None:
-    row = conn.execute(_LOAD_SECRETS, _this(scope, verification_id)).first()
-    return None if row is None else (row.code_mac, row.sealed_code)
+    row = await tx.fetchrow(_LOAD_SECRETS, _this(scope, verification_id))
+    if row is None:
+        return None
+    sealed = row["sealed_code"]
+    return bytes(row["code_mac"]), None if sealed is None else bytes(sealed)
 
 
 @dataclass(frozen=True)
@@ -193,190 +194,160 @@ class CheckMaterial:
     expires_at: datetime
 
 
-def check_material(conn: Connection, scope: Scope, verification_id: str) -> CheckMaterial | None:
-    row = _CHECK_MATERIAL.execute(conn, _this(scope, verification_id)).first()
+async def check_material(tx: Tx, scope: Scope, verification_id: str) -> CheckMaterial | None:
+    row = await tx.fetchrow(_CHECK_MATERIAL, _this(scope, verification_id))
     if row is None:
         return None
-    destination = Destination(e164=row.to_number, country=row.country)
-    return CheckMaterial(row.code_mac, destination, Status(row.status), row.checks, row.expires_at)
+    destination = Destination(e164=row["to_number"], country=row["country"])
+    return CheckMaterial(
+        bytes(row["code_mac"]),
+        destination,
+        Status(row["status"]),
+        row["checks"],
+        moment(row["expires_at"]),
+    )
 
 
-def pending_id_for(conn: Connection, scope: Scope, to: str) -> str | None:
-    query = _PENDING_ID_LOCKED if conn.dialect.name == "postgresql" else _PENDING_ID
-    found: str | None = conn.execute(query, {**scope.params(), "to": to}).scalar_one_or_none()
-    return found
+async def pending_id_for(tx: Tx, scope: Scope, to: str) -> str | None:
+    row = await tx.fetchrow(_PENDING_ID, {**scope.params(), "to": to})
+    return None if row is None else str(row["id"])
 
 
-def pending_for(conn: Connection, scope: Scope, to: str) -> tuple[str, datetime] | None:
+async def pending_for(tx: Tx, scope: Scope, to: str) -> tuple[str, datetime] | None:
     """The number's pending verification and its expiry, locked on PostgreSQL (at most one)."""
-    query = _PENDING_LOCKED if conn.dialect.name == "postgresql" else _PENDING
-    row = query.execute(conn, {**scope.params(), "to": to}).first()
-    return None if row is None else (row.id, row.expires_at)
+    row = await tx.fetchrow(_PENDING, {**scope.params(), "to": to})
+    return None if row is None else (row["id"], moment(row["expires_at"]))
 
 
-def insert_verification(
-    conn: Connection, scope: Scope, new: NewVerification, now: datetime
-) -> None:
-    _INSERT_VERIFICATION.execute(
-        conn,
+async def insert_verification(tx: Tx, scope: Scope, new: NewVerification, now: datetime) -> None:
+    await tx.execute(
+        _INSERT_VERIFICATION,
         {
+            **scope.params(),
             "id": new.id,
-            "account_id": scope.account_id,
-            "livemode": scope.livemode,
-            "to_number": new.to,
+            "to": new.to,
             "country": new.country,
             "sender": new.sender,
             "locale": new.locale,
             "code_length": new.code_length,
             "code_mac": new.code_mac,
             "sealed_code": new.sealed_code,
-            "status": Status.PENDING.value,
-            "checks": 0,
-            "sends": 1,
             "metadata": new.metadata,
             "webhook_url": new.webhook_url,
-            "created_at": now,
-            "updated_at": now,
+            "now": now,
             "expires_at": new.expires_at,
-            "last_sent_at": now,
         },
     )
 
 
-def count_resend(
-    conn: Connection, scope: Scope, verification_id: str, *, seen_sends: int, now: datetime
+async def count_resend(
+    tx: Tx, scope: Scope, verification_id: str, *, seen_sends: int, now: datetime
 ) -> bool:
     """Record one more send; false if another request resent in between."""
     params = _this(scope, verification_id, seen_sends=seen_sends, now=now)
-    return _COUNT_RESEND.execute(conn, params).rowcount == 1
+    return await tx.execute(_COUNT_RESEND, params) == 1
 
 
-def count_check(
-    conn: Connection, scope: Scope, verification_id: str, *, correct: bool, now: datetime
+async def count_check(
+    tx: Tx, scope: Scope, verification_id: str, *, correct: bool, now: datetime
 ) -> Status | None:
     """Count one check and move the state, atomically; None if it was not open."""
     params = _this(scope, verification_id, correct=correct, now=now)
-    result = _COUNT_CHECK.execute(conn, params).first()
-    return None if result is None else Status(result.status)
+    row = await tx.fetchrow(_COUNT_CHECK, params)
+    return None if row is None else Status(row["status"])
 
 
-def cancel(conn: Connection, scope: Scope, verification_id: str, *, now: datetime) -> bool:
-    return conn.execute(_CANCEL, _this(scope, verification_id, now=now)).rowcount == 1
+async def cancel(tx: Tx, scope: Scope, verification_id: str, *, now: datetime) -> bool:
+    return await tx.execute(_CANCEL, _this(scope, verification_id, now=now)) == 1
 
 
-def expire_due(
-    conn: Connection, *, now: datetime, limit: int, only: ColumnElement[bool] | None = None
-) -> list[str]:
+async def expire_due(tx: Tx, *, now: datetime, limit: int) -> list[str]:
     """Mark pending verifications past their TTL expired; returns the ids it closed."""
-    due = select(V.id).where(in_state(V.status, Status.PENDING), V.expires_at <= now)
-    if only is not None:
-        due = due.where(only)
-    ids = list(conn.execute(due.order_by(V.expires_at).limit(limit)).scalars())
-    if not ids:
-        return []
-    closed = conn.execute(
-        update(verifications)
-        .where(V.id.in_(ids), V.status == Status.PENDING, V.expires_at <= now)
-        .values(status=Status.EXPIRED, updated_at=now, sealed_code=None)
-        .returning(V.id)
+    return [row["id"] for row in await tx.fetch(_EXPIRE_DUE, {"now": now, "limit": limit})]
+
+
+async def any_due(tx: Tx, *, now: datetime) -> bool:
+    return await tx.fetchrow(_ANY_DUE, {"now": now}) is not None
+
+
+async def expire_one(tx: Tx, scope: Scope, verification_id: str, *, now: datetime) -> bool:
+    return await tx.execute(_EXPIRE_ONE, _this(scope, verification_id, now=now)) == 1
+
+
+# --- list pages -------------------------------------------------------------
+
+# One condition per filter, chosen by which filters a query uses; the
+# statement for each combination is rendered once.
+_FILTERS = {
+    "to": "to_number = :to",
+    "created_gte": "created_at >= :created_gte",
+    "created_lt": "created_at < :created_lt",
+    "pending": "status = 'pending' AND expires_at > :now",
+    "expired": "(status = 'expired' OR (status = 'pending' AND expires_at <= :now))",
+    "status": "status = :status",
+    "starting_after": "id < :starting_after",
+    "ending_before": "id > :ending_before",
+}
+
+
+@functools.cache
+def _page_statement(filters: tuple[str, ...], backwards: bool) -> Sql:
+    conditions = " AND ".join([_SCOPED, *(_FILTERS[name] for name in filters)])
+    order = "ASC" if backwards else "DESC"
+    return Sql(
+        f"SELECT {_PUBLIC} FROM verifications WHERE {conditions} ORDER BY id {order} LIMIT :limit"
     )
-    return list(closed.scalars())
 
 
-_ANY_DUE = Prepared(
-    select(V.id).where(in_state(V.status, Status.PENDING), V.expires_at <= _NOW).limit(1)
-)
+def _page_filters(query: ListQuery) -> tuple[tuple[str, ...], dict[str, Any]]:
+    given = {
+        "to": query.to,
+        "created_gte": query.created_gte,
+        "created_lt": query.created_lt,
+        "starting_after": query.starting_after,
+        "ending_before": query.ending_before,
+    }
+    params = {name: value for name, value in given.items() if value is not None}
+    names = list(params)
+    if query.status in (Status.PENDING, Status.EXPIRED):
+        names.append(query.status.value)
+    elif query.status is not None:
+        names.append("status")
+        params["status"] = query.status.value
+    return tuple(names), params
 
 
-def any_due(conn: Connection, *, now: datetime) -> bool:
-    return _ANY_DUE.execute(conn, {"now": now}).first() is not None
-
-
-def expire_one(conn: Connection, scope: Scope, verification_id: str, *, now: datetime) -> bool:
-    return conn.execute(_EXPIRE_ONE, _this(scope, verification_id, now=now)).rowcount == 1
-
-
-def list_page(
-    conn: Connection, scope: Scope, query: ListQuery, *, now: datetime
+async def list_page(
+    tx: Tx, scope: Scope, query: ListQuery, *, now: datetime
 ) -> tuple[list[Verification], bool]:
     """Keyset pagination on the time-sortable id: page cost is independent of depth."""
-    conditions: list[ColumnElement[bool]] = [
-        V.account_id == scope.account_id,
-        V.livemode == scope.livemode,
-    ]
-    conditions += _filters(query, now)
+    names, params = _page_filters(query)
     backwards = query.ending_before is not None
-    if query.starting_after is not None:
-        conditions.append(V.id < query.starting_after)
-    if query.ending_before is not None:
-        conditions.append(V.id > query.ending_before)
-    order = V.id.asc() if backwards else V.id.desc()
-    rows = list(
-        conn.execute(
-            select(*_PUBLIC_COLUMNS).where(*conditions).order_by(order).limit(query.limit + 1)
-        )
-    )
+    if "pending" in names or "expired" in names:
+        params["now"] = now
+    statement = _page_statement(names, backwards)
+    rows = await tx.fetch(statement, {**scope.params(), **params, "limit": query.limit + 1})
     has_more = len(rows) > query.limit
     rows = rows[: query.limit]
     if backwards:
         rows.reverse()
-    grouped = attempts_of(conn, [r.id for r in rows], livemode=scope.livemode)
-    return [_from_row(r, grouped[r.id]) for r in rows], has_more
+    grouped = await attempts_of(tx, [r["id"] for r in rows], livemode=scope.livemode)
+    return [_from_row(r, grouped[r["id"]]) for r in rows], has_more
 
 
-def _filters(query: ListQuery, now: datetime) -> list[ColumnElement[bool]]:
-    conditions: list[ColumnElement[bool]] = []
-    if query.to is not None:
-        conditions.append(V.to_number == query.to)
-    if query.created_gte is not None:
-        conditions.append(V.created_at >= query.created_gte)
-    if query.created_lt is not None:
-        conditions.append(V.created_at < query.created_lt)
-    if query.status is Status.PENDING:
-        conditions += [V.status == Status.PENDING, V.expires_at > now]
-    elif query.status is Status.EXPIRED:
-        conditions.append(
-            or_(V.status == Status.EXPIRED, and_(V.status == Status.PENDING, V.expires_at <= now))
-        )
-    elif query.status is not None:
-        conditions.append(V.status == query.status)
-    return conditions
-
-
-def load_any(conn: Connection, verification_id: str) -> Verification | None:
+async def load_any(tx: Tx, verification_id: str) -> Verification | None:
     """Load without an account scope: for background work only, never for requests."""
-    return _joined(_LOAD_ANY.execute(conn, {"verification_id": verification_id}).all())
+    return _joined(await tx.fetch(_LOAD_ANY, {"verification_id": verification_id}))
 
 
-@dataclass(frozen=True)
-class Sendable:
-    """What rebuilding a pending verification's SMS needs. `sealed_code` holds the code."""
-
-    to: str
-    sender: str
-    locale: str
-    sealed_code: bytes | None
-    expires_at: datetime
-    brand: str
-    webotp_domain: str | None
-
-
-_SENDABLE = Prepared(
-    select(
-        V.to_number,
-        V.sender,
-        V.locale,
-        V.sealed_code,
-        V.expires_at,
-        accounts.c.brand,
-        accounts.c.webotp_domain,
-    )
-    .join(accounts, accounts.c.id == V.account_id)
-    .where(V.id == bindparam("verification_id"), V.status == Status.PENDING.value)
+_SENDABLE = Sql(
+    "SELECT v.to_number, v.sender, v.locale, v.sealed_code, v.expires_at, a.brand,"
+    " a.webotp_domain FROM verifications v JOIN accounts a ON a.id = v.account_id"
+    " WHERE v.id = :verification_id AND v.status = 'pending'"
 )
 
 
-def sendable(conn: Connection, verification_id: str) -> Sendable | None:
+async def sendable(tx: Tx, verification_id: str) -> Sendable | None:
     """Without an account scope, for the delivery layer: None unless it is pending."""
-    row = _SENDABLE.execute(conn, {"verification_id": verification_id}).first()
-    return None if row is None else Sendable(*row)
+    row = await tx.fetchrow(_SENDABLE, {"verification_id": verification_id})
+    return None if row is None else Sendable.from_row(verification_id, row)

@@ -23,7 +23,7 @@ async def prune_once(services: Services) -> int:
     """Drop idempotency keys past their 24 h, abuse counters past their windows, stale receipts."""
     pruned = await services.idempotency.prune()
     now = services.clock.now()
-    pruned += await services.db.write(lambda conn: services.abuse.prune(conn, now=now))
+    pruned += await services.db.write(lambda tx: services.abuse.prune(tx, now=now))
     pruned += await services.delivery.prune()
     return pruned
 

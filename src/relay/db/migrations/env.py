@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from alembic import context
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, create_engine, event, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from relay.db.engine import is_postgres, sqlite_engine, sync_url
+from relay.db.sqlite import BUSY_TIMEOUT_MS
 from relay.db.tables import metadata
+from relay.db.urls import is_postgres, sync_url
 
 # Several processes may start at once against one PostgreSQL: one migrates, the rest wait.
 _MIGRATION_LOCK = 7_340_112
@@ -36,7 +38,19 @@ def run_migrations_online() -> None:
     if is_postgres(url):
         asyncio.run(_run_postgres(url))
         return
-    engine = sqlite_engine(url, begin="BEGIN IMMEDIATE")
+    engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+
+    @event.listens_for(engine, "connect")
+    def _configure(dbapi_connection: Any, _record: Any) -> None:
+        # WAL like the server's connections; the lock taken up front, not half-way.
+        dbapi_connection.isolation_level = None
+        dbapi_connection.execute("PRAGMA journal_mode=WAL")
+        dbapi_connection.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: Connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
     with engine.connect() as connection:
         _run(connection)
         connection.commit()
