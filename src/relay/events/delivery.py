@@ -149,7 +149,7 @@ class DeliveryWorker:
         # Look for more work once half an endpoint's slots (or half of all) are
         # free, not at every answer: a claim is a write transaction, and one
         # per delivery was the cost of draining a backlog. New events wake the
-        # loop at their commit (Outbox), retries by the heap.
+        # loop after their commit (the "events" channel), retries by the heap.
         endpoint_freed = key in self._waiting and self._endpoints[key] <= self._per_endpoint // 2
         total_freed = self._total_was_full and len(self._sending) <= self._total // 2
         if endpoint_freed or total_freed:
