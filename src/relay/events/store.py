@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
 from relay.clock import isoformat
 from relay.db.sql import Row, Sql, Tx, moment
 from relay.events.models import DeliveryStatus, EventType, NewEvent
+from relay.ids import new_id
 
 # Notified when an event with a webhook commits: the delivery loop listens.
 CHANNEL = "events"
@@ -21,6 +22,36 @@ _INSERT_EVENT = Sql(
     " delivery_status, created_at, next_attempt_at) VALUES (:id, :account_id, :livemode, :type,"
     " :related_id, :payload, :webhook_url, :delivery_status, :created_at, :next_attempt_at)"
 )
+
+
+class Subject(Protocol):
+    """What an event is about (a verification, a message), as far as the outbox cares."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def account_id(self) -> str: ...
+
+    @property
+    def livemode(self) -> bool: ...
+
+    @property
+    def webhook_url(self) -> str | None: ...
+
+
+async def record_about(
+    tx: Tx, subject: Subject, kind: EventType, *, now: datetime, data_object: dict[str, Any]
+) -> None:
+    """A new event of `kind` about `subject`, showing it as `data_object`."""
+    event = NewEvent(new_id("evt"), kind, now, subject.livemode, data_object)
+    await record(
+        tx,
+        event,
+        account_id=subject.account_id,
+        related_id=subject.id,
+        webhook_url=subject.webhook_url,
+    )
 
 
 async def record(

@@ -13,8 +13,7 @@ from relay.crypto import Keyring
 from relay.db.sql import Tx
 from relay.delivery.owners import Draft, OwnerState
 from relay.events import store as event_store
-from relay.events.models import EventType, NewEvent
-from relay.ids import new_id
+from relay.events.models import EventType
 from relay.messages import store
 from relay.messages.models import Message, MessageStatus, just_sent
 
@@ -87,17 +86,5 @@ async def _record(
     now: datetime,
     payload: dict[str, Any] | None = None,
 ) -> None:
-    event = NewEvent(
-        id=new_id("evt"),
-        type=kind,
-        created_at=now,
-        livemode=message.livemode,
-        data_object=message.to_api() if payload is None else payload,
-    )
-    await event_store.record(
-        tx,
-        event,
-        account_id=message.account_id,
-        related_id=message.id,
-        webhook_url=message.webhook_url,
-    )
+    data = message.to_api() if payload is None else payload
+    await event_store.record_about(tx, message, kind, now=now, data_object=data)

@@ -7,8 +7,7 @@ from typing import Any
 
 from relay.db.sql import Tx
 from relay.events import store as event_store
-from relay.events.models import EventType, NewEvent
-from relay.ids import new_id
+from relay.events.models import EventType
 from relay.verifications.models import Verification
 
 
@@ -21,17 +20,5 @@ async def record(
     payload: dict[str, Any] | None = None,
 ) -> None:
     """`payload`: the verification as the event shows it, when not as it stands now."""
-    event = NewEvent(
-        id=new_id("evt"),
-        type=kind,
-        created_at=now,
-        livemode=verification.livemode,
-        data_object=verification.to_api(now) if payload is None else payload,
-    )
-    await event_store.record(
-        tx,
-        event,
-        account_id=verification.account_id,
-        related_id=verification.id,
-        webhook_url=verification.webhook_url,
-    )
+    data = verification.to_api(now) if payload is None else payload
+    await event_store.record_about(tx, verification, kind, now=now, data_object=data)
