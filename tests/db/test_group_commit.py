@@ -31,7 +31,8 @@ def probe_url(tmp_path: Path, database_url: str) -> str:
 
 @pytest_asyncio.fixture
 async def db(probe_url: str) -> AsyncIterator[Db]:
-    opened = open_db(probe_url)
+    # Batches of up to 64 on both databases (PostgreSQL's default is one unit each).
+    opened = open_db(probe_url, max_batch=64)
     await opened.write(lambda tx: tx.execute(CREATE))
     try:
         yield opened

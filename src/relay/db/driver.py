@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from relay.db import postgres
 from relay.db.group_commit import MAX_BATCH, T, Unit
 from relay.db.postgres import PostgresDb
 from relay.db.sql import Dialect, Trace
@@ -42,8 +43,8 @@ class Db(Protocol):
         ...
 
 
-def open_db(url: str, *, max_batch: int = MAX_BATCH) -> Db:
-    """`max_batch=1` gives every unit a transaction of its own (for comparisons)."""
+def open_db(url: str, *, max_batch: int | None = None) -> Db:
+    """`max_batch`: units per transaction at most (default: each database's own)."""
     if is_postgres(url):
-        return PostgresDb(postgres_dsn(url), max_batch=max_batch)
-    return SqliteDb(sqlite_path(url), max_batch=max_batch)
+        return PostgresDb(postgres_dsn(url), max_batch=max_batch or postgres.BATCH)
+    return SqliteDb(sqlite_path(url), max_batch=max_batch or MAX_BATCH)

@@ -16,7 +16,7 @@ from typing import Any
 
 import asyncpg
 
-from relay.db.group_commit import MAX_BATCH, GroupCommit, T, Unit
+from relay.db.group_commit import GroupCommit, T, Unit
 from relay.db.sql import (
     Channels,
     DatabaseUnavailable,
@@ -30,7 +30,14 @@ from relay.db.sql import (
     values,
 )
 
-WRITERS = 2
+# A transaction per unit, over a pool of writers. Batching many units into one
+# transaction, as on SQLite, held every batch's row locks for the whole batch:
+# every send upserts its account's daily counter row, so batches queued behind
+# one another across processes, and deadlocked (create fell from 619 to 80 and
+# 153 req/s; docs/benchmarks.md). PostgreSQL already merges the WAL flushes of
+# concurrent commits.
+WRITERS = 8
+BATCH = 1
 READERS = 8
 _UNAVAILABLE = (
     OSError,
@@ -151,7 +158,7 @@ class PostgresDb:
         *,
         writers: int = WRITERS,
         readers: int = READERS,
-        max_batch: int = MAX_BATCH,
+        max_batch: int = BATCH,
     ) -> None:
         self._dsn = dsn
         self._readers = readers
