@@ -211,5 +211,21 @@ def _fail_all(batch: list[_Queued], error: BaseException) -> None:
             queued.future.set_exception(error)
 
 
+class Batched:
+    """What both databases' handles share: writes through their GroupCommit."""
+
+    _group: GroupCommit
+
+    @property
+    def commits(self) -> int:
+        return self._group.commits
+
+    async def write(self, unit: Unit[T]) -> T:
+        return await self._group.run(unit)
+
+    def listen(self, channel: str, callback: Callable[[], None]) -> None:
+        self._group.listen(channel, callback)
+
+
 class DatabaseClosed(Exception):
     """The writer stopped (shutdown) before this unit's batch committed."""

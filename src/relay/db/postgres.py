@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import asyncpg
 
-from relay.db.group_commit import GroupCommit, T, Unit
+from relay.db.group_commit import Batched, GroupCommit, T, Unit
 from relay.db.sql import (
     Channels,
     DatabaseUnavailable,
@@ -149,7 +149,7 @@ class PostgresSession:
             await self._connection.close()
 
 
-class PostgresDb:
+class PostgresDb(Batched):
     dialect: Dialect = "postgresql"
 
     def __init__(
@@ -168,20 +168,10 @@ class PostgresDb:
         self._sessions = [PostgresSession(self._dsn) for _ in range(writers)]
         self._group = GroupCommit(list(self._sessions), max_batch=max_batch)
 
-    @property
-    def commits(self) -> int:
-        return self._group.commits
-
-    async def write(self, unit: Unit[T]) -> T:
-        return await self._group.run(unit)
-
     def trace(self, trace: Trace | None) -> None:
         self._trace = trace
         for session in self._sessions:
             session.tx.trace = trace
-
-    def listen(self, channel: str, callback: Callable[[], None]) -> None:
-        self._group.listen(channel, callback)
 
     async def read(self, unit: Unit[T]) -> T:
         async with self._acquired() as connection:

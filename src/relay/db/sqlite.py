@@ -15,9 +15,9 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
-from relay.db.group_commit import MAX_BATCH, GroupCommit, T, Unit
+from relay.db.group_commit import MAX_BATCH, Batched, GroupCommit, T, Unit
 from relay.db.sql import (
     Channels,
     DatabaseUnavailable,
@@ -142,7 +142,7 @@ class SqliteSession:
             self._run("ROLLBACK")
 
 
-class SqliteDb:
+class SqliteDb(Batched):
     dialect: Dialect = "sqlite"
 
     def __init__(self, path: str, *, max_batch: int = MAX_BATCH) -> None:
@@ -154,18 +154,8 @@ class SqliteDb:
         self._group = GroupCommit([self._session], max_batch=max_batch)
         self._checkpointer = Checkpointer(path)
 
-    @property
-    def commits(self) -> int:
-        return self._group.commits
-
-    async def write(self, unit: Unit[T]) -> T:
-        return await self._group.run(unit)
-
     def trace(self, trace: Trace | None) -> None:
         self._reader.trace = self._session.tx.trace = trace
-
-    def listen(self, channel: str, callback: Callable[[], None]) -> None:
-        self._group.listen(channel, callback)
 
     async def read(self, unit: Unit[T]) -> T:
         """Each statement sees the latest commit (no snapshot across statements)."""
