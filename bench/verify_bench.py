@@ -44,6 +44,7 @@ create it once: psql -h 127.0.0.1 -U postgres -c 'CREATE DATABASE relay_bench_ht
 from __future__ import annotations
 
 import argparse
+import ast
 import asyncio
 import dataclasses
 import json
@@ -481,8 +482,23 @@ async def reset_schema(url: str) -> None:
     connection = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
     try:
         await connection.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+        # The floor's processes each create its tables when they start; two of
+        # them doing it at once on an empty schema can collide in PostgreSQL's
+        # catalog (duplicate key on pg_type). Created here first, theirs is a no-op.
+        for statement in floor_schema():
+            await connection.execute(statement.replace("BLOB", "BYTEA"))
     finally:
         await connection.close()
+
+
+def floor_schema() -> list[str]:
+    """The floor's CREATE TABLE statements, read from its source without running it."""
+    tree = ast.parse((REFERENCE / "app.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "SCHEMA":
+            found: list[str] = ast.literal_eval(node.value)
+            return found
+    raise SystemExit("the reference floor's app.py has no SCHEMA list")
 
 
 def run_all(tmp: Path, args: argparse.Namespace) -> list[Row]:
