@@ -30,13 +30,14 @@ from relay.db.sql import (
     values,
 )
 
-# A transaction per unit, over a pool of writers. Batching many units into one
+# A transaction per unit, over a few writers. Batching many units into one
 # transaction, as on SQLite, held every batch's row locks for the whole batch:
 # every send upserts its account's daily counter row, so batches queued behind
-# one another across processes, and deadlocked (create fell from 619 to 80 and
-# 153 req/s; docs/benchmarks.md). PostgreSQL already merges the WAL flushes of
-# concurrent commits.
-WRITERS = 8
+# one another across processes, and deadlocked. PostgreSQL already merges the
+# WAL flushes of concurrent commits. Four writers per process, not more: on a
+# small machine every extra backend competes for the same cores. The figures
+# behind both choices are in docs/benchmarks.md.
+WRITERS = 4
 BATCH = 1
 READERS = 8
 _UNAVAILABLE = (
