@@ -150,6 +150,17 @@ class PostgresSession:
             await self._connection.close()
 
 
+async def _kept(connection: Any) -> None:
+    """A reader goes back to the pool as it is.
+
+    asyncpg's default reset sends `RESET ALL`, `UNLISTEN *` and the like on
+    every release: a round trip per read, on every request (authentication
+    is a read). A reader here only runs statements in autocommit, or a
+    read-only transaction its context closes; it sets, listens and locks
+    nothing, so there is nothing to reset.
+    """
+
+
 class PostgresDb(Batched):
     dialect: Dialect = "postgresql"
 
@@ -192,7 +203,7 @@ class PostgresDb(Batched):
                 if self._pool is None:
                     with _translated():
                         self._pool = await asyncpg.create_pool(
-                            self._dsn, min_size=1, max_size=self._readers
+                            self._dsn, min_size=1, max_size=self._readers, reset=_kept
                         )
         with _translated():
             async with self._pool.acquire() as connection:
