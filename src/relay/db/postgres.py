@@ -27,7 +27,6 @@ from relay.db.sql import (
     Row,
     Sql,
     Trace,
-    values,
 )
 
 # A transaction per unit, over a few writers. Batching many units into one
@@ -69,39 +68,27 @@ class PostgresTx(Channels):
         self.connection = connection
 
     async def execute(self, statement: Sql, params: Params | None = None) -> int:
-        if self.trace is not None:
-            self.trace(statement)
+        args = self.bound(statement, params)
         with _translated():
-            status: str = await self.connection.execute(
-                statement.postgres, *values(statement, params, "postgresql")
-            )
+            status: str = await self.connection.execute(statement.postgres, *args)
         count = status.rpartition(" ")[2]
         return int(count) if count.isdigit() else 0
 
     async def executemany(self, statement: Sql, rows: Sequence[Params]) -> None:
-        if self.trace is not None:
-            self.trace(statement)
+        many = self.bound_rows(statement, rows)
         with _translated():
-            await self.connection.executemany(
-                statement.postgres, [values(statement, row, "postgresql") for row in rows]
-            )
+            await self.connection.executemany(statement.postgres, many)
 
     async def fetch(self, statement: Sql, params: Params | None = None) -> list[Row]:
-        if self.trace is not None:
-            self.trace(statement)
+        args = self.bound(statement, params)
         with _translated():
-            rows: list[Row] = await self.connection.fetch(
-                statement.postgres, *values(statement, params, "postgresql")
-            )
+            rows: list[Row] = await self.connection.fetch(statement.postgres, *args)
         return rows
 
     async def fetchrow(self, statement: Sql, params: Params | None = None) -> Row | None:
-        if self.trace is not None:
-            self.trace(statement)
+        args = self.bound(statement, params)
         with _translated():
-            row: Row | None = await self.connection.fetchrow(
-                statement.postgres, *values(statement, params, "postgresql")
-            )
+            row: Row | None = await self.connection.fetchrow(statement.postgres, *args)
         return row
 
 

@@ -99,11 +99,29 @@ class Tx(Protocol):
 
 
 class Channels:
-    """What every Tx shares: the channels its current unit notified, and the tracer."""
+    """What every Tx shares: the channels its current unit notified, the tracer, and
+    turning a statement's parameters into its driver's values."""
+
+    dialect: Dialect
 
     def __init__(self, trace: Trace | None = None) -> None:
         self.notified: set[str] = set()
         self.trace = trace
+
+    def traced(self, statement: Sql) -> Sql:
+        """Tell the tracer, if any, that `statement` runs."""
+        if self.trace is not None:
+            self.trace(statement)
+        return statement
+
+    def bound(self, statement: Sql, params: Params | None) -> tuple[Any, ...]:
+        """The statement's values for this driver (the statement traced)."""
+        return values(self.traced(statement), params, self.dialect)
+
+    def bound_rows(self, statement: Sql, rows: Sequence[Params]) -> list[tuple[Any, ...]]:
+        """Values for each row of an executemany (traced once: one statement)."""
+        self.traced(statement)
+        return [values(statement, row, self.dialect) for row in rows]
 
     def notify(self, channel: str) -> None:
         self.notified.add(channel)

@@ -27,7 +27,6 @@ from relay.db.sql import (
     Row,
     Sql,
     Trace,
-    values,
 )
 
 BUSY_TIMEOUT_MS = 30_000
@@ -74,33 +73,27 @@ class SqliteTx(Channels):
         self.connection = connection
 
     async def execute(self, statement: Sql, params: Params | None = None) -> int:
-        if self.trace is not None:
-            self.trace(statement)
+        args = self.bound(statement, params)
         with _translated():
-            cursor = self.connection.execute(statement.sqlite, values(statement, params, "sqlite"))
+            cursor = self.connection.execute(statement.sqlite, args)
         return cursor.rowcount
 
     async def executemany(self, statement: Sql, rows: Sequence[Params]) -> None:
-        if self.trace is not None:
-            self.trace(statement)
+        many = self.bound_rows(statement, rows)
         with _translated():
-            self.connection.executemany(
-                statement.sqlite, [values(statement, row, "sqlite") for row in rows]
-            )
+            self.connection.executemany(statement.sqlite, many)
 
     async def fetch(self, statement: Sql, params: Params | None = None) -> list[Row]:
-        if self.trace is not None:
-            self.trace(statement)
+        args = self.bound(statement, params)
         with _translated():
-            cursor = self.connection.execute(statement.sqlite, values(statement, params, "sqlite"))
+            cursor = self.connection.execute(statement.sqlite, args)
             rows: list[Row] = cursor.fetchall()
         return rows
 
     async def fetchrow(self, statement: Sql, params: Params | None = None) -> Row | None:
-        if self.trace is not None:
-            self.trace(statement)
+        args = self.bound(statement, params)
         with _translated():
-            cursor = self.connection.execute(statement.sqlite, values(statement, params, "sqlite"))
+            cursor = self.connection.execute(statement.sqlite, args)
             row: Row | None = cursor.fetchone()
             # A RETURNING statement finishes only when its rows are read out.
             cursor.fetchall()
