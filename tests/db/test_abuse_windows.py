@@ -1,4 +1,4 @@
-"""The abuse guard's counters read back exactly as written, on either database."""
+"""What a send is decided on reads back exactly as written, on either database, in one query."""
 
 from __future__ import annotations
 
@@ -11,41 +11,74 @@ from relay.abuse import store
 from relay.abuse.models import Kind
 from relay.accounts.models import Scope
 from relay.db.driver import Db
+from relay.db.sql import Sql
 from tests.db.conftest import ACCOUNT_ID
 
 NOW = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
 SCOPE = Scope(account_id=ACCOUNT_ID, livemode=True)
+NUMBER = "+14155550100"
+DAY, HOUR = NOW - timedelta(days=1), NOW - timedelta(hours=1)
+WINDOWS = [
+    (Kind.NUMBER, NUMBER, DAY),
+    (Kind.PREFIX, NUMBER[:-4], HOUR),
+    (Kind.COUNTRY, "US", HOUR),
+    (Kind.ACCOUNT, "", DAY),
+]
+BLOCKS = [(Kind.PREFIX, NUMBER[:-4]), (Kind.COUNTRY, "US")]
+_VERIFICATION = Sql(
+    "INSERT INTO verifications (id, account_id, livemode, to_number, country, sender, locale,"
+    " code_length, code_mac, sealed_code, status, checks, sends, metadata, webhook_url,"
+    " created_at, updated_at, expires_at, last_sent_at) VALUES (:id, :account, :livemode, :to,"
+    " 'US', 'Acme', 'en', 6, :mac, NULL, :status, 0, 1, :metadata, NULL, :created, :created,"
+    " :expires, :created)"
+)
+
+
+async def seen(db: Db) -> store.SendContext:
+    return await db.read(
+        lambda tx: store.before_send(tx, SCOPE, NUMBER, WINDOWS, BLOCKS, opened_since=HOUR)
+    )
+
+
+async def verification(db: Db, id_: str, *, status: str, created: datetime) -> None:
+    params = {
+        "id": id_,
+        "account": ACCOUNT_ID,
+        "livemode": True,
+        "to": NUMBER,
+        "mac": b"m",
+        "status": status,
+        "metadata": {},
+        "created": created,
+        "expires": created + timedelta(minutes=10),
+    }
+    await db.write(lambda tx: tx.execute(_VERIFICATION, params))
 
 
 @pytest.mark.asyncio
-async def test_each_window_reads_its_own_counters_once_even_when_padded(db: Db) -> None:
-    hour = NOW - timedelta(hours=1)
+async def test_each_window_reads_its_own_counters_and_no_one_elses(db: Db) -> None:
+    bucket = NOW - timedelta(minutes=30)
     await db.write(
         lambda tx: store.bump_many(
             tx,
             SCOPE,
-            [(Kind.NUMBER, "+14155550100", 3, 0, 1), (Kind.COUNTRY, "US", 5, 0, 0)],
-            bucket=hour,
+            [(Kind.NUMBER, NUMBER, 3, 0, 1), (Kind.COUNTRY, "US", 5, 2, 0)],
+            bucket=bucket,
         )
     )
     await db.write(
-        lambda tx: store.bump_many(tx, SCOPE, [(Kind.NUMBER, "+14155550199", 7, 0, 0)], bucket=hour)
-    )
-
-    # Two windows: the query pads them to four by repeating the last.
-    found = await db.read(
-        lambda tx: store.windows(
-            tx,
-            SCOPE,
-            [
-                (Kind.COUNTRY, "US", NOW - timedelta(days=1)),
-                (Kind.NUMBER, "+14155550100", NOW - timedelta(days=1)),
-            ],
+        lambda tx: store.bump_many(
+            tx, SCOPE, [(Kind.NUMBER, "+14155550199", 7, 0, 0)], bucket=bucket
         )
     )
 
-    assert [b.sends for b in found[(Kind.COUNTRY, "US")]] == [5]
-    assert [(b.sends, b.failed_checks) for b in found[(Kind.NUMBER, "+14155550100")]] == [(3, 1)]
+    found = await seen(db)
+
+    assert [(b.sends, b.approvals) for b in found.counters[(Kind.COUNTRY, "US")]] == [(5, 2)]
+    assert [(b.sends, b.failed_checks) for b in found.counters[(Kind.NUMBER, NUMBER)]] == [(3, 1)]
+    assert found.counters[(Kind.ACCOUNT, "")] == []
+    assert found.blocked == {}
+    assert found.verifications == []
 
 
 @pytest.mark.asyncio
@@ -56,8 +89,34 @@ async def test_a_window_leaves_out_buckets_older_than_its_start(db: Db) -> None:
             partial(store.bump_many, scope=SCOPE, rows=[(Kind.ACCOUNT, "", 1, 0, 0)], bucket=bucket)
         )
 
-    found = await db.read(
-        lambda tx: store.windows(tx, SCOPE, [(Kind.ACCOUNT, "", NOW - timedelta(days=1))])
-    )
+    found = await seen(db)
 
-    assert [b.start for b in found[(Kind.ACCOUNT, "")]] == [recent]
+    assert [b.start for b in found.counters[(Kind.ACCOUNT, "")]] == [recent]
+
+
+@pytest.mark.asyncio
+async def test_blocks_on_the_prefix_and_the_country_read_with_their_ends(db: Db) -> None:
+    until = NOW + timedelta(minutes=20)
+    await db.write(lambda tx: store.block(tx, SCOPE, Kind.COUNTRY, "US", until=until, now=NOW))
+
+    found = await seen(db)
+
+    assert found.blocked == {(Kind.COUNTRY, "US"): until}
+
+
+@pytest.mark.asyncio
+async def test_the_numbers_pending_and_recently_opened_verifications_come_along(db: Db) -> None:
+    await verification(db, "ver_old_closed", status="approved", created=NOW - timedelta(hours=3))
+    await verification(
+        db, "ver_recent_closed", status="canceled", created=NOW - timedelta(minutes=20)
+    )
+    await verification(db, "ver_old_pending", status="pending", created=NOW - timedelta(hours=2))
+
+    found = await seen(db)
+
+    assert sorted((v.id, v.pending) for v in found.verifications) == [
+        ("ver_old_pending", True),
+        ("ver_recent_closed", False),
+    ]
+    pending = next(v for v in found.verifications if v.pending)
+    assert pending.expires_at == NOW - timedelta(hours=2) + timedelta(minutes=10)

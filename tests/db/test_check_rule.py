@@ -75,7 +75,7 @@ async def test_the_counting_statement_does_what_the_check_rule_says_for_every_in
                 approved = rule.status is Status.APPROVED
                 expected = (rule.status, rule.checks, not rule.closes, approved)
             found = await _after(tx, verification_id)
-            said = None if rule is None else rule.status
+            said = rule
             if counted != said or found != expected:
                 case = (status.value, checks, expired, correct)
                 disagreements.append(f"{case}: rule {said} {expected}, SQL {counted} {found}")

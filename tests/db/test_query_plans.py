@@ -61,8 +61,17 @@ def test_a_receipt_finds_its_attempt_by_index(url: Path) -> None:
 def test_the_abuse_guard_reads_each_window_by_its_full_key_not_the_accounts_counters(
     url: Path,
 ) -> None:
-    """One index search per (kind, subject) window: never every counter the account has."""
-    windows = plan(url, abuse_store._WINDOWS)
-    blocks = plan(url, abuse_store._BLOCKS)
-    assert windows.count("kind=? AND subject=? AND bucket>?") == 4, windows
-    assert blocks.count("kind=? AND subject=?") == 2, blocks
+    """One index search per (kind, subject) window and block, and the number's own
+    verifications by their index: never every counter the account has."""
+    found = plan(url, abuse_store._BEFORE_SEND)
+    assert found.count("kind=? AND subject=? AND bucket>?") == 4, found
+    assert found.count("kind=? AND subject=?)") == 2, found
+    assert "ix_verifications_to (account_id=? AND livemode=? AND to_number=?)" in found, found
+    assert "SCAN" not in found, found
+
+
+def test_a_check_reads_its_verification_and_the_numbers_wrong_codes_by_index(url: Path) -> None:
+    for statement in (verification_store._FOR_CHECK_BY_ID, verification_store._FOR_CHECK_BY_NUMBER):
+        found = plan(url, statement)
+        assert "kind=? AND subject=? AND bucket>?" in found, found
+        assert "SCAN" not in found, found

@@ -55,24 +55,45 @@ class AbuseGuard:
         now: datetime,
     ) -> RateLimitError | None:
         """Why this SMS must not go out, or None. `opens`: a new verification, not a resend."""
-        if opens:
-            refusal = await self._too_many_verifications(tx, scope, destination.e164, now)
-            if refusal is not None:
-                return refusal
-        day, hour = window_start(now, DAY), window_start(now, HOUR)
-        # Every counter this decision needs, in one round trip.
-        counters = await store.windows(
+        seen = await self.look(tx, scope, destination, now=now)
+        return await self.refusal(tx, scope, destination, seen, opens=opens, now=now)
+
+    async def look(
+        self, tx: Tx, scope: Scope, destination: Destination, *, now: datetime
+    ) -> store.SendContext:
+        """Everything a send is decided on, and the number's pending verification, in one
+        round trip."""
+        number, day, hour = destination.e164, window_start(now, DAY), window_start(now, HOUR)
+        subjects = self._subjects(destination)
+        return await store.before_send(
             tx,
             scope,
+            number,
             [
-                (Kind.NUMBER, destination.e164, day),
-                *((kind, subject, hour) for kind, subject in self._subjects(destination)),
+                (Kind.NUMBER, number, day),
+                *((kind, subject, hour) for kind, subject in subjects),
                 (Kind.ACCOUNT, "", day),
             ],
+            subjects,
+            opened_since=now - HOUR,
         )
+
+    async def refusal(
+        self,
+        tx: Tx,
+        scope: Scope,
+        destination: Destination,
+        seen: store.SendContext,
+        *,
+        opens: bool,
+        now: datetime,
+    ) -> RateLimitError | None:
+        """The decision on what `look` saw. Writes only a new pumping block."""
+        counters = seen.counters
         return (
-            self._failed_checks(counters[(Kind.NUMBER, destination.e164)], scope, now)
-            or await self._pumping(tx, scope, destination, counters, now)
+            (self._too_many_verifications(seen, scope, now) if opens else None)
+            or self._failed_checks(counters[(Kind.NUMBER, destination.e164)], scope, now)
+            or await self._pumping(tx, scope, destination, seen, now)
             or self._daily_cap(counters[(Kind.ACCOUNT, "")], now)
         )
 
@@ -84,21 +105,33 @@ class AbuseGuard:
             tx, scope, [*rows, (Kind.ACCOUNT, "", 1, 0, 0)], bucket=bucket_of(now)
         )
 
+    def failed_checks_since(self, now: datetime) -> datetime:
+        """Where the window of wrong codes per number starts (`store.failed_checks_of`)."""
+        return window_start(now, DAY)
+
     async def before_check(
-        self, tx: Tx, scope: Scope, to: str, *, now: datetime
+        self, tx: Tx, scope: Scope, to: str, *, failed_checks: int, now: datetime
     ) -> RateLimitError | None:
-        """Wrong codes are capped per number across verifications, against guessing."""
+        """Wrong codes are capped per number across verifications, against guessing.
+
+        `failed_checks`: the number's total since `failed_checks_since`, read with the
+        verification; the buckets are read only to say when the cap lifts.
+        """
+        if failed_checks < self._failed_checks_cap(scope):
+            return None
         buckets = await store.window(tx, scope, Kind.NUMBER, to, since=window_start(now, DAY))
         return self._failed_checks(buckets, scope, now)
+
+    def _failed_checks_cap(self, scope: Scope) -> int:
+        return self.rules.per_number(
+            self.rules.number_failed_checks_per_day, livemode=scope.livemode
+        )
 
     def _failed_checks(
         self, buckets: list[Bucket], scope: Scope, now: datetime
     ) -> RateLimitError | None:
-        cap = self.rules.per_number(
-            self.rules.number_failed_checks_per_day, livemode=scope.livemode
-        )
         counts = [(b.start, b.failed_checks) for b in buckets]
-        wait = wait_for_buckets(counts, cap=cap, length=DAY, now=now)
+        wait = wait_for_buckets(counts, cap=self._failed_checks_cap(scope), length=DAY, now=now)
         return None if wait is None else TooManyFailedChecks(retry_after=wait)
 
     async def record_check(
@@ -122,10 +155,10 @@ class AbuseGuard:
     async def prune(self, tx: Tx, *, now: datetime) -> int:
         return await store.prune(tx, counters_before=window_start(now, DAY) - BUCKET, now=now)
 
-    async def _too_many_verifications(
-        self, tx: Tx, scope: Scope, to: str, now: datetime
+    def _too_many_verifications(
+        self, seen: store.SendContext, scope: Scope, now: datetime
     ) -> RateLimitError | None:
-        opened = await store.verifications_opened(tx, scope, to, since=now - HOUR)
+        opened = [verification.created_at for verification in seen.verifications]
         cap = self.rules.per_number(
             self.rules.number_verifications_per_hour, livemode=scope.livemode
         )
@@ -137,18 +170,16 @@ class AbuseGuard:
         tx: Tx,
         scope: Scope,
         destination: Destination,
-        counters: dict[tuple[Kind, str], list[Bucket]],
+        seen: store.SendContext,
         now: datetime,
     ) -> RateLimitError | None:
         if self.rules.guard is GuardMode.OFF:
             return None
-        subjects = self._subjects(destination)
-        blocked = await store.blocks(tx, scope, subjects)
-        for kind, subject in subjects:
-            until = blocked.get((kind, subject))
+        for kind, subject in self._subjects(destination):
+            until = seen.blocked.get((kind, subject))
             if until is not None and until > now:
                 return DestinationBlocked(retry_after=seconds_until(until, now))
-            if self._spiking(kind, counters[(kind, subject)]):
+            if self._spiking(kind, seen.counters[(kind, subject)]):
                 _log_block(scope, kind, subject, destination, self.rules.guard)
                 if self.rules.guard is GuardMode.ENFORCE:
                     until = now + self.rules.block_for

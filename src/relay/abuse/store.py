@@ -7,6 +7,7 @@ so concurrent requests in several processes add up instead of overwriting each o
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -30,33 +31,57 @@ _WINDOW = Sql(
     f"SELECT {_COUNTS} FROM abuse_counters"
     f" WHERE {_SCOPE} AND kind = :kind AND subject = :subject AND bucket >= :since"
 )
-_OPENED = Sql(
-    f"SELECT created_at FROM verifications"
-    f" WHERE {_SCOPE} AND to_number = :to AND created_at > :since"
+
+# Everything a send is decided on, in one round trip: the counters of its four
+# windows (the number's over a day, its prefix's and its country's over an hour,
+# the account's over a day), the blocks on its prefix and its country, and the
+# number's own verifications that are pending or were opened within the hour.
+# One indexed SELECT per part, tagged and joined by UNION ALL: with the windows
+# OR-ed in one WHERE, SQLite searched the primary key by account and mode only
+# and read every counter the account had.
+_WINDOWS = 4
+_BLOCKS = 2
+# Typed NULLs: PostgreSQL resolves a UNION's column types from the first parts on.
+_NO_TEXT = "CAST(NULL AS text)"
+_NO_TIME = "CAST(NULL AS timestamp with time zone)"
+_COUNTER_PART = (
+    f"SELECT 'counter' AS part, kind, subject, bucket AS at, {_NO_TIME} AS until, sends,"
+    f" approvals, failed_checks, {_NO_TEXT} AS id, {_NO_TEXT} AS status"
+    f" FROM abuse_counters WHERE {_SCOPE}"
+    " AND kind = :kind_{i} AND subject = :subject_{i} AND bucket >= :since_{i}"
+)
+_BLOCK_PART = (
+    f"SELECT 'block', kind, subject, {_NO_TIME}, blocked_until, 0, 0, 0, {_NO_TEXT}, {_NO_TEXT}"
+    f" FROM destination_blocks WHERE {_SCOPE} AND kind = :block_kind_{{i}}"
+    " AND subject = :block_subject_{i}"
+)
+_NUMBER_PART = (
+    f"SELECT 'verification', {_NO_TEXT}, {_NO_TEXT}, created_at, expires_at, 0, 0, 0, id, status"
+    f" FROM verifications WHERE {_SCOPE} AND to_number = :to"
+    " AND (status = 'pending' OR created_at > :opened_since)"
+)
+_BEFORE_SEND = Sql(
+    " UNION ALL ".join(
+        [
+            *(_COUNTER_PART.format(i=i) for i in range(_WINDOWS)),
+            *(_BLOCK_PART.format(i=i) for i in range(_BLOCKS)),
+            _NUMBER_PART,
+        ]
+    )
 )
 
-# Up to four (kind, subject, since) windows in one round trip: a send reads the
-# number's, its prefix's, its country's and the account's counters together.
-# One indexed SELECT per window, joined by UNION: with the windows OR-ed in one
-# WHERE, SQLite searched the primary key by account and mode only and read every
-# counter the account had. UNION, not UNION ALL: short lists are padded by
-# repeating a window, whose rows must count once.
-_MAX_WINDOWS = 4
-_WINDOWS = Sql(
-    " UNION ".join(
-        f"SELECT kind, subject, {_COUNTS} FROM abuse_counters WHERE {_SCOPE}"
-        f" AND kind = :kind_{i} AND subject = :subject_{i} AND bucket >= :since_{i}"
-        for i in range(_MAX_WINDOWS)
+
+def failed_checks_of(number: str) -> str:
+    """SQL for the wrong codes `number` (a column) had since `:failed_since`, for a query
+    that reads them with what they are about."""
+    return (
+        "(SELECT COALESCE(SUM(c.failed_checks), 0) FROM abuse_counters c"
+        f" WHERE c.account_id = :scope_account AND c.livemode = :scope_livemode"
+        f" AND c.kind = '{Kind.NUMBER.value}' AND c.subject = {number}"
+        " AND c.bucket >= :failed_since)"
     )
-)
-_MAX_BLOCKS = 2
-_BLOCKS = Sql(
-    " UNION ".join(
-        f"SELECT kind, subject, blocked_until FROM destination_blocks WHERE {_SCOPE}"
-        f" AND kind = :kind_{i} AND subject = :subject_{i}"
-        for i in range(_MAX_BLOCKS)
-    )
-)
+
+
 _BLOCK = Sql(
     "INSERT INTO destination_blocks (account_id, livemode, kind, subject, blocked_until,"
     " created_at) VALUES (:scope_account, :scope_livemode, :kind, :subject, :until, :now)"
@@ -99,36 +124,62 @@ def _bucket(row: Row) -> Bucket:
     return Bucket(moment(row["bucket"]), row["sends"], row["approvals"], row["failed_checks"])
 
 
-async def windows(
-    tx: Tx, scope: Scope, wanted: Sequence[Window]
-) -> dict[tuple[Kind, str], list[Bucket]]:
-    """The counters of each (kind, subject) since its own start, in one query."""
-    if not 0 < len(wanted) <= _MAX_WINDOWS:
-        raise ValueError(f"between 1 and {_MAX_WINDOWS} windows at a time")
-    padded = [*wanted, *[wanted[-1]] * (_MAX_WINDOWS - len(wanted))]
-    params = _scope(scope)
-    for i, (kind, subject, since) in enumerate(padded):
+@dataclass(frozen=True)
+class NumberVerification:
+    """One of the number's verifications, as far as a send is concerned."""
+
+    id: str
+    pending: bool
+    created_at: datetime
+    expires_at: datetime
+
+
+@dataclass
+class SendContext:
+    """What `before_send` read: each window's buckets, each block's end, the number's
+    pending or recently opened verifications."""
+
+    counters: dict[tuple[Kind, str], list[Bucket]] = field(default_factory=dict)
+    blocked: dict[tuple[Kind, str], datetime] = field(default_factory=dict)
+    verifications: list[NumberVerification] = field(default_factory=list)
+
+
+async def before_send(
+    tx: Tx,
+    scope: Scope,
+    to: str,
+    windows: Sequence[Window],
+    blocks: Sequence[tuple[Kind, str]],
+    *,
+    opened_since: datetime,
+) -> SendContext:
+    """Four distinct windows, two block subjects and the number's verifications, at once."""
+    if len(windows) != _WINDOWS or len(blocks) != _BLOCKS:
+        raise ValueError(f"{_WINDOWS} windows and {_BLOCKS} block subjects")
+    params = {**_scope(scope), "to": to, "opened_since": opened_since}
+    for i, (kind, subject, since) in enumerate(windows):
         params.update({f"kind_{i}": kind.value, f"subject_{i}": subject, f"since_{i}": since})
-    found: dict[tuple[Kind, str], list[Bucket]] = {(k, s): [] for k, s, _ in wanted}
-    for row in await tx.fetch(_WINDOWS, params):
-        found[(Kind(row["kind"]), row["subject"])].append(_bucket(row))
+    for i, (kind, subject) in enumerate(blocks):
+        params.update({f"block_kind_{i}": kind.value, f"block_subject_{i}": subject})
+    found = SendContext(counters={(k, s): [] for k, s, _ in windows})
+    for row in await tx.fetch(_BEFORE_SEND, params):
+        part = row["part"]
+        if part == "counter":
+            found.counters[(Kind(row["kind"]), row["subject"])].append(
+                Bucket(moment(row["at"]), row["sends"], row["approvals"], row["failed_checks"])
+            )
+        elif part == "block":
+            found.blocked[(Kind(row["kind"]), row["subject"])] = moment(row["until"])
+        else:
+            found.verifications.append(
+                NumberVerification(
+                    id=row["id"],
+                    pending=row["status"] == "pending",
+                    created_at=moment(row["at"]),
+                    expires_at=moment(row["until"]),
+                )
+            )
     return found
-
-
-async def blocks(
-    tx: Tx, scope: Scope, subjects: Sequence[tuple[Kind, str]]
-) -> dict[tuple[Kind, str], datetime]:
-    """When each of up to two destinations' blocks end, in one query."""
-    if not 0 < len(subjects) <= _MAX_BLOCKS:
-        raise ValueError(f"between 1 and {_MAX_BLOCKS} subjects at a time")
-    padded = [*subjects, *[subjects[-1]] * (_MAX_BLOCKS - len(subjects))]
-    params = _scope(scope)
-    for i, (kind, subject) in enumerate(padded):
-        params.update({f"kind_{i}": kind.value, f"subject_{i}": subject})
-    return {
-        (Kind(row["kind"]), row["subject"]): moment(row["blocked_until"])
-        for row in await tx.fetch(_BLOCKS, params)
-    }
 
 
 async def bump_many(
@@ -168,12 +219,6 @@ async def block(
 ) -> None:
     params = {**_scope(scope), "kind": kind.value, "subject": subject, "until": until, "now": now}
     await tx.execute(_BLOCK, params)
-
-
-async def verifications_opened(tx: Tx, scope: Scope, to: str, *, since: datetime) -> list[datetime]:
-    """Creation times of the number's recent verifications (index on account, mode, number)."""
-    rows = await tx.fetch(_OPENED, {**_scope(scope), "to": to, "since": since})
-    return [moment(row["created_at"]) for row in rows]
 
 
 async def prune(tx: Tx, *, counters_before: datetime, now: datetime) -> int:

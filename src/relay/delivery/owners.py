@@ -10,12 +10,15 @@ and are handed to `Delivery` by the composition root (`relay.services`).
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
 from relay.crypto import Keyring
 from relay.db.sql import Row, Tx, moment
+from relay.delivery.attempts import Attempt, AttemptStatus
 from relay.sms.text import render_sms
 
 # The attempts table keeps its owner in one of two columns, one per kind.
@@ -78,6 +81,41 @@ class Sendable:
         return Draft(to=self.to, sender=self.sender, body=body, expires_at=self.expires_at)
 
 
+Outcome = Literal["sent", "delivered", "failed"]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a carrier answered for one attempt, in the order the owner is told.
+
+    `delivered` also means sent: the owner records both. `last`: a failure after
+    which no carrier is left to fail over to.
+    """
+
+    attempt_id: str
+    outcome: Outcome
+    last: bool = False
+
+
+_SHOWN: dict[Outcome, AttemptStatus] = {
+    "sent": AttemptStatus.SENT,
+    "delivered": AttemptStatus.DELIVERED,
+    "failed": AttemptStatus.FAILED,
+}
+
+
+def as_answered(attempts: tuple[Attempt, ...], answer: Answer) -> tuple[Attempt, ...]:
+    """The attempts as an event about `answer` shows them: those opened before it and
+    it, in the state that answer left it (a later answer may have moved it on)."""
+    shown: list[Attempt] = []
+    for attempt in attempts:
+        if attempt.id == answer.attempt_id:
+            shown.append(dataclasses.replace(attempt, status=_SHOWN[answer.outcome]))
+            break
+        shown.append(attempt)
+    return tuple(shown)
+
+
 @dataclass(frozen=True)
 class OwnerState:
     """An owner as it stood after the change it was told of."""
@@ -120,4 +158,21 @@ class Owner(Protocol):
 
     async def attempt_canceled(self, tx: Tx, owner_id: str, *, now: datetime) -> None:
         """A queued attempt was dropped unsent: its owner closed or expired meanwhile."""
+        ...
+
+    async def answered(
+        self,
+        tx: Tx,
+        opened: object,
+        attempts: Sequence[Attempt],
+        answers: Sequence[Answer],
+        *,
+        now: datetime,
+    ) -> OwnerState:
+        """In its creating transaction: the attempts its send opened (written, each in its
+        final state), and what carriers that needed no I/O answered for them, in order.
+
+        `opened` is the owner's snapshot as that transaction made it, without
+        these attempts: nothing is read back.
+        """
         ...

@@ -9,7 +9,7 @@ carrier of the route (failover). All of it commits together or not at all.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from relay.carriers import routing
@@ -20,7 +20,7 @@ from relay.delivery import early_reports, store, usage
 from relay.delivery.attempts import AttemptStatus
 from relay.delivery.jobs import Job, Step
 from relay.delivery.owners import Kind, Owner, OwnerRef, OwnerState
-from relay.delivery.store import AttemptRow
+from relay.delivery.store import AttemptRow, NewAttempt
 
 log = logging.getLogger("relay.delivery")
 
@@ -226,6 +226,16 @@ class Recorder:
             return Step()
         await self._count(tx, state, attempt, "delivered", now)
         return Step(latest=state.snapshot)
+
+    async def count_answers(
+        self, tx: Tx, state: OwnerState, attempts: Sequence[NewAttempt], now: datetime
+    ) -> None:
+        """Usage of the attempts a send wrote already answered (delivered or failed)."""
+        for new in attempts:
+            if new.row.status is AttemptStatus.DELIVERED:
+                await self._count(tx, state, new.row, "delivered", now)
+            elif new.error is not None:
+                await self._count(tx, state, new.row, str(new.error["code"]), now)
 
     async def _count(
         self, tx: Tx, state: OwnerState, attempt: AttemptRow, outcome: str, now: datetime

@@ -23,12 +23,12 @@ from datetime import datetime, timedelta
 from relay.abuse.models import country_allowed
 from relay.accounts.models import Caller
 from relay.carriers import routing
-from relay.carriers.base import AnswersAtOnce, CarrierError, DeliveryReport
+from relay.carriers.base import CarrierError, DeliveryReport
 from relay.carriers.registry import CarrierSet
 from relay.clock import Clock
 from relay.db.driver import Db
 from relay.db.sql import Tx
-from relay.delivery import early_reports, store
+from relay.delivery import at_once, early_reports, store
 from relay.delivery.attempts import AttemptStatus
 from relay.delivery.jobs import Job, Step, Submitted
 from relay.delivery.owners import Draft, Kind, Owner, OwnerRef
@@ -58,10 +58,12 @@ class Delivery:
         self._clock = clock
         self.carriers = carriers
         self._lease = timedelta(seconds=lease)
+        self._owners = owners
         self._record = Recorder(
             owners, carriers, receipt_timeout=receipt_timeout, lease=self._lease, docs=docs
         )
         self.owner = f"dispatch-{secrets.token_hex(6)}"
+        self._leases = at_once.Leases(self.owner, self._lease, receipt_timeout, docs)
         self.wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         # Submits accepted but not yet recorded, by (carrier, carrier message id).
@@ -119,40 +121,32 @@ class Delivery:
         draft: Draft,
         route: tuple[str, ...],
         *,
+        opened: object,
+        livemode: bool,
         now: datetime,
     ) -> Submitted:
-        """Inside the owner's creating transaction: queue its first attempt and submit it here
-        through carriers that answer without I/O, failing over while the next one does too.
+        """Inside the owner's creating transaction: open its first attempt, submitting it
+        here through carriers that answer without I/O, failing over while the next one
+        does too, and write every attempt once, in its final state.
 
-        Returns the job this process still submits over the network (after the
-        commit, with `finish`), and the owner as this transaction last loaded it.
-        A process that does not dispatch submits nothing: a dispatch loop
-        (`relay worker`) claims the attempt.
+        `opened` is the owner as this transaction made it. Returns the job this process
+        still submits over the network (after the commit, with `finish`), and the owner
+        with its attempts. A process that does not dispatch submits nothing: a dispatch
+        loop (`relay worker`) claims the attempt.
         """
-        first = await self._record.queue(tx, owner, route, 0, now)
-        job: Job | None = Job.of(first, draft)
+        first = store.queued(owner, route, 0)
         if not self.dispatching:
-            return Submitted()
-        latest: object | None = None
-        while job is not None:
-            carrier = self.carriers.carriers.get(job.attempt.carrier)
-            if not isinstance(carrier, AnswersAtOnce):
-                return Submitted(job)
-            try:
-                receipt = carrier.submit_now(job.sms)
-                step = await self._record.sent(tx, job.attempt, receipt, now)
-            except CarrierError as error:
-                decision = self._after_submit_error(error, job, now)
-                if isinstance(decision, routing.Wait):
-                    await store.postpone(tx, job.attempt.id, until=decision.until)
-                    self.wake.set()
-                    return Submitted()
-                step = await self._record.failed(
-                    tx, job.attempt, AttemptStatus.QUEUED, decision, now
-                )
-            job = None if step.following is None else job.following(step.following)
-            latest = step.latest
-        return Submitted(latest=latest)
+            planned = at_once.Plan([store.NewAttempt(first, lease_until=now)])
+        else:
+            planned = at_once.plan(self.carriers, Job.of(first, draft), self._leases, now=now)
+        await store.insert(tx, planned.attempts, now=now)
+        views = [new.view(at=now, livemode=livemode) for new in planned.attempts]
+        state = await self._owners[owner.kind].answered(tx, opened, views, planned.answers, now=now)
+        if state.livemode:
+            await self._record.count_answers(tx, state, planned.attempts, now)
+        if planned.throttled:
+            self.wake.set()
+        return Submitted(planned.job, None if planned.job else state.snapshot)
 
     async def finish(self, submitted: Submitted) -> object | None:
         """After the creating transaction: submit what is left over the network.

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from relay.db.sql import Row, Sql, Tx, document
-from relay.delivery.attempts import AttemptStatus
+from relay.delivery.attempts import Attempt, AttemptStatus
 from relay.delivery.owners import OwnerRef
 from relay.ids import new_id
 
@@ -56,9 +56,10 @@ def _row(row: Row) -> AttemptRow:
 
 _INSERT = Sql(
     "INSERT INTO attempts (id, verification_id, message_id, carrier, status, error, at,"
-    " updated_at, route, position, lease_owner, lease_until) VALUES (:id, :verification_id,"
-    " :message_id, :carrier, 'queued', NULL, :now, :now, :route, :position, :lease_owner,"
-    " :lease_until)"
+    " updated_at, route, position, lease_owner, lease_until, carrier_message_id,"
+    " report_due_at) VALUES (:id, :verification_id, :message_id, :carrier, :status, :error,"
+    " :now, :now, :route, :position, :lease_owner, :lease_until, :carrier_message_id,"
+    " :report_due_at)"
 )
 _LOAD = Sql(f"SELECT {_COLUMNS} FROM attempts WHERE id = :attempt_id")
 _BY_CARRIER_ID = Sql(
@@ -85,6 +86,49 @@ _FINISH = Sql(
 _POSTPONE = Sql(f"UPDATE attempts SET lease_until = :until, lease_owner = NULL {_FROM_QUEUED}")
 
 
+@dataclass(frozen=True)
+class NewAttempt:
+    """An attempt as it is first written: queued, or already answered by a carrier that
+    needed no I/O (`relay.delivery.at_once`)."""
+
+    row: AttemptRow
+    error: dict[str, Any] | None = None
+    # A queued attempt's lease keeps other dispatchers off it until `lease_until`.
+    lease_owner: str | None = None
+    lease_until: datetime | None = None
+    report_due_at: datetime | None = None
+
+    def view(self, *, at: datetime, livemode: bool) -> Attempt:
+        """The attempt as the API shows it."""
+        row = self.row
+        return Attempt(row.id, row.status, row.carrier, at, self.error, livemode)
+
+
+async def insert(tx: Tx, attempts: Sequence[NewAttempt], *, now: datetime) -> None:
+    """Every attempt a send opens, in one statement."""
+    await tx.executemany(
+        _INSERT,
+        [
+            {
+                "id": new.row.id,
+                "verification_id": new.row.verification_id,
+                "message_id": new.row.message_id,
+                "carrier": new.row.carrier,
+                "status": new.row.status.value,
+                "error": new.error,
+                "now": now,
+                "route": list(new.row.route),
+                "position": new.row.position,
+                "lease_owner": new.lease_owner,
+                "lease_until": new.lease_until,
+                "carrier_message_id": new.row.carrier_message_id,
+                "report_due_at": new.report_due_at,
+            }
+            for new in attempts
+        ],
+    )
+
+
 async def insert_queued(
     tx: Tx,
     attempt: AttemptRow,
@@ -94,19 +138,8 @@ async def insert_queued(
     lease_until: datetime,
 ) -> None:
     """A queued attempt; its lease keeps other dispatchers off it until `lease_until`."""
-    await tx.execute(
-        _INSERT,
-        {
-            "id": attempt.id,
-            "verification_id": attempt.verification_id,
-            "message_id": attempt.message_id,
-            "carrier": attempt.carrier,
-            "now": now,
-            "route": list(attempt.route),
-            "position": attempt.position,
-            "lease_owner": lease_owner,
-            "lease_until": lease_until,
-        },
+    await insert(
+        tx, [NewAttempt(attempt, lease_owner=lease_owner, lease_until=lease_until)], now=now
     )
 
 

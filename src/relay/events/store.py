@@ -44,36 +44,60 @@ async def record_about(
     tx: Tx, subject: Subject, kind: EventType, *, now: datetime, data_object: dict[str, Any]
 ) -> None:
     """A new event of `kind` about `subject`, showing it as `data_object`."""
-    event = NewEvent(new_id("evt"), kind, now, subject.livemode, data_object)
-    await record(
-        tx,
-        event,
-        account_id=subject.account_id,
-        related_id=subject.id,
-        webhook_url=subject.webhook_url,
+    await record_all_about(tx, subject, [(kind, data_object)], now=now)
+
+
+async def record_all_about(
+    tx: Tx,
+    subject: Subject,
+    changes: Sequence[tuple[EventType, dict[str, Any]]],
+    *,
+    now: datetime,
+) -> None:
+    """Events about `subject`, in order, each showing it as its own `data_object`: one
+    statement for all of them."""
+    if not changes:
+        return
+    webhook_url = subject.webhook_url
+    await tx.executemany(
+        _INSERT_EVENT,
+        [
+            _params(
+                NewEvent(new_id("evt"), kind, now, subject.livemode, data),
+                account_id=subject.account_id,
+                related_id=subject.id,
+                webhook_url=webhook_url,
+            )
+            for kind, data in changes
+        ],
     )
+    if webhook_url:
+        tx.notify(CHANNEL)
+
+
+def _params(
+    event: NewEvent, *, account_id: str, related_id: str, webhook_url: str | None
+) -> dict[str, Any]:
+    status = DeliveryStatus.PENDING if webhook_url else DeliveryStatus.NONE
+    return {
+        "id": event.id,
+        "account_id": account_id,
+        "livemode": event.livemode,
+        "type": event.type.value,
+        "related_id": related_id,
+        "payload": orjson.dumps(event.envelope()).decode(),
+        "webhook_url": webhook_url,
+        "delivery_status": status.value,
+        "created_at": event.created_at,
+        "next_attempt_at": event.created_at if webhook_url else None,
+    }
 
 
 async def record(
     tx: Tx, event: NewEvent, *, account_id: str, related_id: str, webhook_url: str | None
 ) -> None:
-    await tx.execute(
-        _INSERT_EVENT,
-        {
-            "id": event.id,
-            "account_id": account_id,
-            "livemode": event.livemode,
-            "type": event.type.value,
-            "related_id": related_id,
-            "payload": orjson.dumps(event.envelope()).decode(),
-            "webhook_url": webhook_url,
-            "delivery_status": (
-                DeliveryStatus.PENDING if webhook_url else DeliveryStatus.NONE
-            ).value,
-            "created_at": event.created_at,
-            "next_attempt_at": event.created_at if webhook_url else None,
-        },
-    )
+    params = _params(event, account_id=account_id, related_id=related_id, webhook_url=webhook_url)
+    await tx.execute(_INSERT_EVENT, params)
     if webhook_url:
         tx.notify(CHANNEL)
 

@@ -6,12 +6,15 @@ its own events.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from relay.crypto import Keyring
 from relay.db.sql import Tx
-from relay.delivery.owners import Draft, OwnerState
+from relay.delivery.attempts import Attempt
+from relay.delivery.owners import Answer, Draft, OwnerState, as_answered
 from relay.events import store as event_store
 from relay.events.models import EventType
 from relay.messages import store
@@ -27,6 +30,24 @@ def owner_state(message: Message) -> OwnerState:
         is_open=message.is_open,
         snapshot=message,
     )
+
+
+_TOLD = {
+    "sent": EventType.MESSAGE_SENT,
+    "delivered": EventType.MESSAGE_DELIVERED,
+    "failed": EventType.MESSAGE_FAILED,
+}
+
+
+def _status_after(status: MessageStatus, answer: Answer) -> MessageStatus:
+    """The message's own state after one answer (as `attempt_sent`, `attempt_delivered` and
+    `attempt_failed` move it, one at a time)."""
+    if answer.outcome == "delivered":
+        return MessageStatus.DELIVERED
+    if answer.outcome == "sent":
+        return MessageStatus.SENT if status is MessageStatus.QUEUED else status
+    open_ = status in (MessageStatus.QUEUED, MessageStatus.SENT)
+    return MessageStatus.FAILED if answer.last and open_ else status
 
 
 class MessageOwner:
@@ -73,6 +94,35 @@ class MessageOwner:
             await store.finish(tx, owner_id, MessageStatus.FAILED, now=now)
             message = await store.load_any(tx, owner_id) or message
         await _record(tx, message, EventType.MESSAGE_FAILED, now)
+        return owner_state(message)
+
+    async def answered(
+        self,
+        tx: Tx,
+        opened: object,
+        attempts: Sequence[Attempt],
+        answers: Sequence[Answer],
+        *,
+        now: datetime,
+    ) -> OwnerState:
+        assert isinstance(opened, Message)
+        message = dataclasses.replace(opened, attempts=(*opened.attempts, *attempts))
+        status = message.status
+        changes: list[tuple[EventType, dict[str, Any]]] = []
+        for answer in answers:
+            status = _status_after(status, answer)
+            shown = dataclasses.replace(
+                message, status=status, attempts=as_answered(message.attempts, answer)
+            )
+            if answer.outcome == "delivered":
+                changes.append((EventType.MESSAGE_SENT, just_sent(shown, answer.attempt_id)))
+            changes.append((_TOLD[answer.outcome], shown.to_api()))
+        if status is MessageStatus.SENT:
+            await store.mark_sent(tx, message.id, now=now)
+        elif status is not message.status:
+            await store.finish(tx, message.id, status, now=now)
+        message = dataclasses.replace(message, status=status)
+        await event_store.record_all_about(tx, message, changes, now=now)
         return owner_state(message)
 
     async def attempt_canceled(self, tx: Tx, owner_id: str, *, now: datetime) -> None:

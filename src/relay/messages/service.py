@@ -101,8 +101,8 @@ class MessageService:
             webhook_url=request.webhook_url,
             expires_at=now + self._ttl,
         )
-        await store.insert_message(tx, scope, new, now)
-        submitted = await self._send(tx, caller, request, new, route, now)
+        opened = await store.insert_message(tx, scope, new, now)
+        submitted = await self._send(tx, caller, request, opened, new, route, now)
         # Last: shared counter rows, locked until commit on PostgreSQL (see verifications).
         await self._abuse.record_send(tx, scope, destination, now=now)
         return _Queued(message_id, submitted)
@@ -112,6 +112,7 @@ class MessageService:
         tx: Tx,
         caller: Caller,
         request: SendRequest,
+        opened: Message,
         new: NewMessage,
         route: tuple[str, ...],
         now: datetime,
@@ -123,12 +124,10 @@ class MessageService:
             webotp_domain=caller.webotp_domain,
         )
         draft = Draft(to=new.to, sender=new.sender, body=body, expires_at=new.expires_at)
-        submitted = await self._delivery.send(
-            tx, OwnerRef("message", new.id), draft, route, now=now
+        owner = OwnerRef("message", new.id)
+        return await self._delivery.send(
+            tx, owner, draft, route, opened=opened, livemode=caller.livemode, now=now
         )
-        if submitted.job is None and not isinstance(submitted.latest, Message):
-            return Submitted(latest=await store.load(tx, caller.scope, new.id))
-        return submitted
 
     async def retrieve(self, caller: Caller, message_id: str) -> Message:
         found = await self._db.read(lambda tx: store.load(tx, caller.scope, message_id))

@@ -72,7 +72,8 @@ class NewMessage:
     expires_at: datetime
 
 
-async def insert_message(tx: Tx, scope: Scope, new: NewMessage, now: datetime) -> None:
+async def insert_message(tx: Tx, scope: Scope, new: NewMessage, now: datetime) -> Message:
+    """Write a new queued message; returns it as written, without reading it back."""
     await tx.execute(
         _INSERT,
         {
@@ -88,6 +89,21 @@ async def insert_message(tx: Tx, scope: Scope, new: NewMessage, now: datetime) -
             "now": now,
             "expires_at": new.expires_at,
         },
+    )
+    return Message(
+        id=new.id,
+        account_id=scope.account_id,
+        livemode=scope.livemode,
+        to=new.to,
+        country=new.country,
+        sender=new.sender,
+        locale=new.locale,
+        status=MessageStatus.QUEUED,
+        metadata=new.metadata,
+        webhook_url=new.webhook_url,
+        created_at=now,
+        updated_at=now,
+        expires_at=new.expires_at,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -164,3 +165,9 @@ def count_check(
 def check_is_correct(*, submitted: str, livemode: bool, matches: bool) -> bool:
     """Test keys also accept the fixed sandbox code, so integrations can be scripted."""
     return matches or (not livemode and submitted == TEST_CODE)
+
+
+def sender_name(brand: str) -> str:
+    """Alphanumeric sender ids are at most 11 letters, digits and spaces on most networks."""
+    cleaned = re.sub(r"[^A-Za-z0-9 ]", "", brand).strip()[:11].strip()
+    return cleaned or "Relay"

@@ -5,11 +5,16 @@ Delivery tells it what carriers answered; it records its own events.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from relay.crypto import Keyring
 from relay.db.sql import Tx
-from relay.delivery.owners import Draft, OwnerState
+from relay.delivery.attempts import Attempt
+from relay.delivery.owners import Answer, Draft, OwnerState, as_answered
+from relay.events import store as event_store
 from relay.events.models import EventType
 from relay.verifications import events, store
 from relay.verifications.models import Status, Verification, just_sent
@@ -24,6 +29,13 @@ def owner_state(verification: Verification, now: datetime) -> OwnerState:
         is_open=verification.status_at(now) is Status.PENDING,
         snapshot=verification,
     )
+
+
+_TOLD = {
+    "sent": EventType.VERIFICATION_SENT,
+    "delivered": EventType.VERIFICATION_DELIVERED,
+    "failed": EventType.VERIFICATION_FAILED,
+}
 
 
 class VerificationOwner:
@@ -58,6 +70,30 @@ class VerificationOwner:
     ) -> OwnerState | None:
         # The last carrier failing leaves it pending: the caller may resend.
         return await self._told(tx, owner_id, EventType.VERIFICATION_FAILED, now)
+
+    async def answered(
+        self,
+        tx: Tx,
+        opened: object,
+        attempts: Sequence[Attempt],
+        answers: Sequence[Answer],
+        *,
+        now: datetime,
+    ) -> OwnerState:
+        assert isinstance(opened, Verification)
+        # The last carrier failing leaves it pending: the caller may resend.
+        verification = dataclasses.replace(opened, attempts=(*opened.attempts, *attempts))
+        changes: list[tuple[EventType, dict[str, Any]]] = []
+        for answer in answers:
+            shown = dataclasses.replace(
+                verification, attempts=as_answered(verification.attempts, answer)
+            )
+            if answer.outcome == "delivered":
+                sent = just_sent(shown, answer.attempt_id, now)
+                changes.append((EventType.VERIFICATION_SENT, sent))
+            changes.append((_TOLD[answer.outcome], shown.to_api(now)))
+        await event_store.record_all_about(tx, verification, changes, now=now)
+        return owner_state(verification, now)
 
     async def attempt_canceled(self, tx: Tx, owner_id: str, *, now: datetime) -> None:
         return None  # it closed first, and said so then

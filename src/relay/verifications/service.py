@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import re
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from relay.abuse.models import Rules
 from relay.abuse.service import AbuseGuard
+from relay.abuse.store import SendContext
 from relay.accounts.models import Caller, Scope
 from relay.clock import Clock
 from relay.crypto import Keyring, generate_code
@@ -34,8 +35,9 @@ from relay.verifications.models import (
     closed_error,
     count_check,
     require_resend_allowed,
+    sender_name,
 )
-from relay.verifications.store import CheckMaterial, ListQuery, NewVerification
+from relay.verifications.store import ListQuery, NewVerification
 
 
 @dataclass(frozen=True)
@@ -58,11 +60,13 @@ class Limits:
 class _Opened:
     """A verification about to be sent (new or resent), with its code: never log it."""
 
-    id: str
     code: str
-    locale: str
-    sender: str
-    expires_at: datetime
+    # As this transaction left it, before its send's attempts.
+    verification: Verification
+
+    @property
+    def id(self) -> str:
+        return self.verification.id
 
 
 @dataclass(frozen=True)
@@ -71,12 +75,6 @@ class _Sent:
     # What this process still submits over the network, after the creating transaction,
     # or the verification as that transaction left it.
     submitted: Submitted
-
-
-def sender_name(brand: str) -> str:
-    """Alphanumeric sender ids are at most 11 letters, digits and spaces on most networks."""
-    cleaned = re.sub(r"[^A-Za-z0-9 ]", "", brand).strip()[:11].strip()
-    return cleaned or "Relay"
 
 
 class VerificationService:
@@ -127,9 +125,10 @@ class VerificationService:
         now: datetime,
     ) -> _Sent | RateLimitError:
         scope = caller.scope
-        existing = await self._pending(tx, scope, destination, now)
-        refusal = await self._abuse.before_send(
-            tx, scope, destination, opens=existing is None, now=now
+        seen = await self._abuse.look(tx, scope, destination, now=now)
+        existing = await self._pending(tx, scope, seen, now)
+        refusal = await self._abuse.refusal(
+            tx, scope, destination, seen, opens=existing is None, now=now
         )
         if refusal is not None:
             # Returned, not raised: a pumping block written here must commit.
@@ -144,19 +143,16 @@ class VerificationService:
         await self._abuse.record_send(tx, scope, destination, now=now)
         return _Sent(opened.id, submitted)
 
-    async def _pending(
-        self, tx: Tx, scope: Scope, destination: Destination, now: datetime
-    ) -> str | None:
+    async def _pending(self, tx: Tx, scope: Scope, seen: SendContext, now: datetime) -> str | None:
         """The number's pending verification, which a create resends, if any."""
-        pending = await store.pending_for(tx, scope, destination.e164)
+        pending = next((v for v in seen.verifications if v.pending), None)
         if pending is None:
             return None
-        verification_id, expires_at = pending
-        if expires_at > now:
-            return verification_id
+        if pending.expires_at > now:
+            return pending.id
         # Its TTL ran out before the sweep saw it: close it, and this create opens anew.
-        if await store.expire_one(tx, scope, verification_id, now=now):
-            await self._emit_for(tx, scope, verification_id, EventType.VERIFICATION_EXPIRED, now)
+        if await store.expire_one(tx, scope, pending.id, now=now):
+            await self._emit_for(tx, scope, pending.id, EventType.VERIFICATION_EXPIRED, now)
         return None
 
     async def _send(
@@ -168,20 +164,23 @@ class VerificationService:
         route: tuple[str, ...],
         now: datetime,
     ) -> Submitted:
+        verification = opened.verification
         body = render_sms(
-            locale=opened.locale,
+            locale=verification.locale,
             brand=caller.brand,
             code=opened.code,
             webotp_domain=caller.webotp_domain,
         )
         draft = Draft(
-            to=destination.e164, sender=opened.sender, body=body, expires_at=opened.expires_at
+            to=destination.e164,
+            sender=verification.sender,
+            body=body,
+            expires_at=verification.expires_at,
         )
         owner = OwnerRef("verification", opened.id)
-        submitted = await self._delivery.send(tx, owner, draft, route, now=now)
-        if submitted.job is None and not isinstance(submitted.latest, Verification):
-            return Submitted(latest=await self._load(tx, caller.scope, opened.id))
-        return submitted
+        return await self._delivery.send(
+            tx, owner, draft, route, opened=verification, livemode=caller.livemode, now=now
+        )
 
     async def _open(
         self,
@@ -206,8 +205,7 @@ class VerificationService:
             webhook_url=request.webhook_url,
             expires_at=now + timedelta(seconds=request.ttl),
         )
-        await store.insert_verification(tx, caller.scope, new, now)
-        return _Opened(verification_id, code, new.locale, new.sender, new.expires_at)
+        return _Opened(code, await store.insert_verification(tx, caller.scope, new, now))
 
     async def _resend(self, tx: Tx, scope: Scope, verification_id: str, now: datetime) -> _Opened:
         current = await self._load(tx, scope, verification_id)
@@ -225,7 +223,10 @@ class VerificationService:
         if secrets is None or secrets[1] is None:
             raise ResourceMissing()
         code = self._keyring.unseal(verification_id, secrets[1])
-        return _Opened(verification_id, code, current.locale, current.sender, current.expires_at)
+        resent = dataclasses.replace(
+            current, sends=current.sends + 1, last_sent_at=now, updated_at=now
+        )
+        return _Opened(code, resent)
 
     async def retrieve(self, caller: Caller, verification_id: str) -> Verification:
         found = await self._db.read(lambda tx: store.load(tx, caller.scope, verification_id))
@@ -262,18 +263,26 @@ class VerificationService:
         now: datetime,
     ) -> tuple[Verification, RelayError | None]:
         scope = caller.scope
-        target = verification_id or (to and await store.pending_id_for(tx, scope, to))
-        found = await store.check_material(tx, scope, target) if target else None
-        if target is None or found is None:
+        found = await store.check_material(
+            tx,
+            scope,
+            verification_id=verification_id,
+            to=None if verification_id else to,
+            failed_since=self._abuse.failed_checks_since(now),
+        )
+        if found is None:
             param = "id" if verification_id else "to"
             raise ResourceMissing("No pending verification matches.", param=param)
+        current = found.verification
         destination = found.destination
-        matches = self._keyring.code_matches(target, code, found.code_mac)
+        matches = self._keyring.code_matches(current.id, code, found.code_mac)
         correct = check_is_correct(submitted=code, livemode=caller.livemode, matches=matches)
-        refusal = await self._abuse.before_check(tx, scope, destination.e164, now=now)
+        refusal = await self._abuse.before_check(
+            tx, scope, destination.e164, failed_checks=found.failed_checks, now=now
+        )
         if refusal:
-            return await self._load(tx, scope, target), refusal
-        verification, error = await self._count(tx, scope, target, found, correct, now)
+            return current, refusal
+        verification, error = await self._count(tx, scope, current, correct, now)
         if error is not None:
             return verification, error
         # Last, for the same reason as in create: shared counter rows, locked until commit.
@@ -284,16 +293,15 @@ class VerificationService:
         self,
         tx: Tx,
         scope: Scope,
-        target: str,
-        found: CheckMaterial,
+        current: Verification,
         correct: bool,
         now: datetime,
     ) -> tuple[Verification, RelayError | None]:
         """Count the check by the check rule; the verification after it, or why it is closed."""
         rule = count_check(
-            status=found.status,
-            checks=found.checks,
-            expires_at=found.expires_at,
+            status=current.status,
+            checks=current.checks,
+            expires_at=current.expires_at,
             now=now,
             correct=correct,
         )
@@ -302,25 +310,35 @@ class VerificationService:
         # A count is made by the UPDATE, which applies the same rule to the row as
         # it is, atomically, and whose answer wins.
         if rule is None:
-            return await self._closed(tx, scope, target, now)
-        status = await store.count_check(tx, scope, target, correct=correct, now=now)
-        if status is None:
-            return await self._closed(tx, scope, target, now)
-        verification = await self._load(tx, scope, target)
-        if status is Status.APPROVED:
+            return await self._closed(tx, scope, current, now)
+        counted = await store.count_check(tx, scope, current.id, correct=correct, now=now)
+        if counted is None:
+            return await self._closed(tx, scope, current, now)
+        approved = counted.status is Status.APPROVED
+        verification = dataclasses.replace(
+            current,
+            status=counted.status,
+            checks=counted.checks,
+            updated_at=now,
+            approved_at=now if approved else current.approved_at,
+        )
+        if approved:
             await events.record(tx, verification, EventType.VERIFICATION_APPROVED, now)
-        elif status is Status.MAX_ATTEMPTS_REACHED:
+        elif counted.status is Status.MAX_ATTEMPTS_REACHED:
             await events.record(tx, verification, EventType.VERIFICATION_MAX_ATTEMPTS_REACHED, now)
         return verification, None
 
     async def _closed(
-        self, tx: Tx, scope: Scope, target: str, now: datetime
+        self, tx: Tx, scope: Scope, current: Verification, now: datetime
     ) -> tuple[Verification, RelayError]:
         """Not open: report why, after closing it if its TTL ran out unnoticed."""
-        if await store.expire_one(tx, scope, target, now=now):
-            await self._emit_for(tx, scope, target, EventType.VERIFICATION_EXPIRED, now)
-        verification = await self._load(tx, scope, target)
-        return verification, closed_error(verification.status_at(now))
+        if await store.expire_one(tx, scope, current.id, now=now):
+            kind = EventType.VERIFICATION_EXPIRED
+            current = await self._emit_for(tx, scope, current.id, kind, now)
+        elif current.status_at(now) is Status.PENDING:
+            # Closed by a concurrent check or cancel since it was read.
+            current = await self._load(tx, scope, current.id)
+        return current, closed_error(current.status_at(now))
 
     async def cancel(self, caller: Caller, verification_id: str) -> Verification:
         now = self._clock.now()
@@ -374,5 +392,8 @@ class VerificationService:
 
     async def _emit_for(
         self, tx: Tx, scope: Scope, verification_id: str, kind: EventType, now: datetime
-    ) -> None:
-        await events.record(tx, await self._load(tx, scope, verification_id), kind, now)
+    ) -> Verification:
+        """Record `kind` about the verification as it now stands, and return it."""
+        verification = await self._load(tx, scope, verification_id)
+        await events.record(tx, verification, kind, now)
+        return verification

@@ -12,12 +12,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from relay.abuse.store import failed_checks_of
 from relay.accounts.models import Scope
 from relay.db.sql import Row, Sql, Tx, document, flag, moment, moment_or_none
 from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS, attempts_of, joined_attempts
 from relay.delivery.owners import Sendable
 from relay.phone import Destination
-from relay.verifications.models import CHECK_LIMIT, Attempt, Status, Verification
+from relay.verifications.models import (
+    CHECK_LIMIT,
+    Attempt,
+    CountedCheck,
+    Status,
+    Verification,
+)
 
 
 @dataclass(frozen=True)
@@ -98,16 +105,22 @@ _LOAD = Sql(
 # Without a scope: the delivery layer's load, once per event it records.
 _LOAD_ANY = Sql(_WITH_ATTEMPTS.format(where="v.id = :verification_id"))
 _LOAD_SECRETS = Sql(f"SELECT code_mac, sealed_code FROM verifications WHERE {_THIS}")
-_CHECK_MATERIAL = Sql(
-    "SELECT code_mac, to_number, country, status, checks, expires_at FROM verifications"
-    f" WHERE {_THIS}"
+# A check's one read: the verification with its attempts, its code's MAC, and the
+# wrong codes its number had within the guard's window (the guard reads the
+# buckets themselves only when that total reaches its cap).
+_FOR_CHECK = (
+    f"SELECT {_PUBLIC_OF_V}, v.code_mac, {failed_checks_of('v.to_number')} AS failed_checks,"
+    f" {JOINED_ATTEMPT_COLUMNS} FROM verifications v"
+    " LEFT OUTER JOIN attempts a ON a.verification_id = v.id"
+    " WHERE v.account_id = :scope_account AND v.livemode = :scope_livemode AND v.id = {id}"
+    " ORDER BY a.id"
 )
-_PENDING_OF = f"FROM verifications WHERE {_SCOPED} AND to_number = :to AND status = 'pending'"
-# On PostgreSQL, concurrent creates for one number queue behind the row lock.
-_PENDING_ID = Sql(f"SELECT id {_PENDING_OF}", postgres=f"SELECT id {_PENDING_OF} FOR UPDATE")
-_PENDING = Sql(
-    f"SELECT id, expires_at {_PENDING_OF}",
-    postgres=f"SELECT id, expires_at {_PENDING_OF} FOR UPDATE",
+_FOR_CHECK_BY_ID = Sql(_FOR_CHECK.format(id=":verification_id"))
+_FOR_CHECK_BY_NUMBER = Sql(
+    _FOR_CHECK.format(
+        id="(SELECT id FROM verifications WHERE account_id = :scope_account"
+        " AND livemode = :scope_livemode AND to_number = :to AND status = 'pending')"
+    )
 )
 _INSERT_VERIFICATION = Sql(
     "INSERT INTO verifications (id, account_id, livemode, to_number, country, sender, locale,"
@@ -131,7 +144,7 @@ _COUNT_CHECK_SQL = (
     " approved_at = CASE WHEN {correct} THEN {now} ELSE approved_at END,"
     # A closed verification never sends again: drop the sealed code.
     " sealed_code = CASE WHEN {correct} OR checks + 1 >= {limit} THEN NULL ELSE sealed_code END"
-    " WHERE {open} AND checks < {limit} RETURNING status"
+    " WHERE {open} AND checks < {limit} RETURNING status, checks"
 )
 _COUNT_CHECK = Sql(
     _COUNT_CHECK_SQL.format(correct=":correct", now=":now", limit=CHECK_LIMIT, open=_OPEN),
@@ -185,41 +198,43 @@ async def load_secrets(
 
 @dataclass(frozen=True)
 class CheckMaterial:
-    """What a check needs, in one read: the code's MAC, where it went, the rule's inputs."""
+    """What a check needs, in one read: the verification, its code's MAC, and the wrong
+    codes its number had since the guard's window began."""
 
+    verification: Verification
     code_mac: bytes
-    destination: Destination
-    status: Status
-    checks: int
-    expires_at: datetime
+    failed_checks: int
+
+    @property
+    def destination(self) -> Destination:
+        return Destination(e164=self.verification.to, country=self.verification.country)
 
 
-async def check_material(tx: Tx, scope: Scope, verification_id: str) -> CheckMaterial | None:
-    row = await tx.fetchrow(_CHECK_MATERIAL, _this(scope, verification_id))
-    if row is None:
+async def check_material(
+    tx: Tx,
+    scope: Scope,
+    *,
+    verification_id: str | None,
+    to: str | None,
+    failed_since: datetime,
+) -> CheckMaterial | None:
+    """By id, or the number's pending verification."""
+    params = {**scope.params(), "failed_since": failed_since}
+    if verification_id is not None:
+        rows = await tx.fetch(_FOR_CHECK_BY_ID, {**params, "verification_id": verification_id})
+    else:
+        rows = await tx.fetch(_FOR_CHECK_BY_NUMBER, {**params, "to": to})
+    verification = _joined(rows)
+    if verification is None:
         return None
-    destination = Destination(e164=row["to_number"], country=row["country"])
-    return CheckMaterial(
-        bytes(row["code_mac"]),
-        destination,
-        Status(row["status"]),
-        row["checks"],
-        moment(row["expires_at"]),
-    )
+    first = rows[0]
+    return CheckMaterial(verification, bytes(first["code_mac"]), int(first["failed_checks"]))
 
 
-async def pending_id_for(tx: Tx, scope: Scope, to: str) -> str | None:
-    row = await tx.fetchrow(_PENDING_ID, {**scope.params(), "to": to})
-    return None if row is None else str(row["id"])
-
-
-async def pending_for(tx: Tx, scope: Scope, to: str) -> tuple[str, datetime] | None:
-    """The number's pending verification and its expiry, locked on PostgreSQL (at most one)."""
-    row = await tx.fetchrow(_PENDING, {**scope.params(), "to": to})
-    return None if row is None else (row["id"], moment(row["expires_at"]))
-
-
-async def insert_verification(tx: Tx, scope: Scope, new: NewVerification, now: datetime) -> None:
+async def insert_verification(
+    tx: Tx, scope: Scope, new: NewVerification, now: datetime
+) -> Verification:
+    """Write a new pending verification; returns it as written, without reading it back."""
     await tx.execute(
         _INSERT_VERIFICATION,
         {
@@ -238,6 +253,27 @@ async def insert_verification(tx: Tx, scope: Scope, new: NewVerification, now: d
             "expires_at": new.expires_at,
         },
     )
+    return Verification(
+        id=new.id,
+        account_id=scope.account_id,
+        livemode=scope.livemode,
+        to=new.to,
+        country=new.country,
+        sender=new.sender,
+        locale=new.locale,
+        code_length=new.code_length,
+        status=Status.PENDING,
+        checks=0,
+        sends=1,
+        metadata=new.metadata,
+        webhook_url=new.webhook_url,
+        created_at=now,
+        updated_at=now,
+        expires_at=new.expires_at,
+        last_sent_at=now,
+        approved_at=None,
+        canceled_at=None,
+    )
 
 
 async def count_resend(
@@ -250,11 +286,11 @@ async def count_resend(
 
 async def count_check(
     tx: Tx, scope: Scope, verification_id: str, *, correct: bool, now: datetime
-) -> Status | None:
+) -> CountedCheck | None:
     """Count one check and move the state, atomically; None if it was not open."""
     params = _this(scope, verification_id, correct=correct, now=now)
     row = await tx.fetchrow(_COUNT_CHECK, params)
-    return None if row is None else Status(row["status"])
+    return None if row is None else CountedCheck(Status(row["status"]), row["checks"])
 
 
 async def cancel(tx: Tx, scope: Scope, verification_id: str, *, now: datetime) -> bool:

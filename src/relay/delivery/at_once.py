@@ -1,0 +1,128 @@
+"""Sends decided before anything is written, through carriers that answer without I/O.
+
+The sandbox answers a submit in the same call, so the creating transaction can
+write each attempt once, in its final state, instead of queueing it and then
+recording the answer: one INSERT for every attempt of the send, failover
+included. Walking the route stops at the first carrier that needs the
+network (its attempt is written queued and leased to this process), at a
+throttle (written queued, postponed), or at the first answer that ends the send.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from relay.carriers import routing
+from relay.carriers.base import AnswersAtOnce, CarrierError, SubmitReceipt
+from relay.carriers.registry import CarrierSet
+from relay.delivery import store
+from relay.delivery.attempts import AttemptStatus
+from relay.delivery.jobs import Job
+from relay.delivery.owners import Answer
+from relay.delivery.store import NewAttempt
+
+
+@dataclass
+class Plan:
+    attempts: list[NewAttempt] = field(default_factory=list)
+    answers: list[Answer] = field(default_factory=list)
+    # The attempt left for a carrier that needs the network, leased to this process.
+    job: Job | None = None
+    throttled: bool = False
+
+
+@dataclass(frozen=True)
+class Leases:
+    owner: str
+    length: timedelta
+    receipt_timeout: float
+    docs: str
+
+
+def plan(carriers: CarrierSet, first: Job, leases: Leases, *, now: datetime) -> Plan:
+    """Submit along the route while carriers answer at once; say what to write."""
+    planned = Plan()
+    job: Job | None = first
+    while job is not None:
+        job = _step(carriers, job, leases, planned, now)
+    return planned
+
+
+def _step(
+    carriers: CarrierSet, job: Job, leases: Leases, planned: Plan, now: datetime
+) -> Job | None:
+    attempt = job.attempt
+    carrier = carriers.carriers.get(attempt.carrier)
+    if not isinstance(carrier, AnswersAtOnce):
+        until = now + leases.length
+        planned.attempts.append(NewAttempt(attempt, lease_owner=leases.owner, lease_until=until))
+        planned.job = job
+        return None
+    try:
+        receipt = carrier.submit_now(job.sms)
+    except CarrierError as error:
+        decision = routing.after_submit_error(
+            error,
+            attempt.route,
+            attempt.position,
+            now=now,
+            expires_at=job.expires_at,
+            docs=leases.docs,
+        )
+        if isinstance(decision, routing.Wait):
+            # Free for any dispatcher once the throttle has passed.
+            planned.attempts.append(NewAttempt(attempt, lease_until=decision.until))
+            planned.throttled = True
+            return None
+        return _failed(job, decision, None, planned)
+    return _answered(carriers, job, receipt, leases, planned, now)
+
+
+def _answered(
+    carriers: CarrierSet,
+    job: Job,
+    receipt: SubmitReceipt,
+    leases: Leases,
+    planned: Plan,
+    now: datetime,
+) -> Job | None:
+    attempt = dataclasses.replace(job.attempt, carrier_message_id=receipt.carrier_message_id)
+    final = receipt.final
+    if final is not None and final.status == "delivered":
+        delivered = dataclasses.replace(attempt, status=AttemptStatus.DELIVERED)
+        planned.attempts.append(NewAttempt(delivered))
+        planned.answers.append(Answer(attempt.id, "delivered"))
+        return None
+    planned.answers.append(Answer(attempt.id, "sent"))
+    if final is None:
+        timeout = carriers.receipt_timeout(attempt.carrier, leases.receipt_timeout)
+        due = now + timedelta(seconds=timeout)
+        sent = dataclasses.replace(attempt, status=AttemptStatus.SENT)
+        planned.attempts.append(NewAttempt(sent, report_due_at=due))
+        return None
+    failure = routing.after_failure(
+        routing.SMS_UNDELIVERABLE,
+        attempt.route,
+        attempt.position,
+        now=now,
+        expires_at=job.expires_at,
+        carrier_code=final.error_code,
+        docs=leases.docs,
+    )
+    return _failed(job, failure, receipt.carrier_message_id, planned)
+
+
+def _failed(
+    job: Job, failure: routing.Fail, carrier_message_id: str | None, planned: Plan
+) -> Job | None:
+    attempt = dataclasses.replace(
+        job.attempt, status=AttemptStatus.FAILED, carrier_message_id=carrier_message_id
+    )
+    planned.attempts.append(NewAttempt(attempt, error=failure.error))
+    position = failure.next_position
+    planned.answers.append(Answer(attempt.id, "failed", last=position is None))
+    if position is None:
+        return None
+    return job.following(store.queued(attempt.owner, attempt.route, position))
