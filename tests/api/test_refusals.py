@@ -81,6 +81,15 @@ CASES = [
         param="created[gte]",
     ),
     Case(
+        "created[lt] as seconds since 1970",
+        400,
+        "parameter_invalid",
+        "GET",
+        f"{URL}?created%5Blt%5D=0.5",
+        None,
+        param="created[lt]",
+    ),
+    Case(
         "limit twice",
         400,
         "parameter_invalid",

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 from relay.verifications.models import Status
 
@@ -207,6 +208,20 @@ class Query(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+_DATE_TIME_START = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]")
+
+
+def _date_time_text(value: object) -> object:
+    """Lax parsing would read "0.5" as seconds since 1970; the document promises a date-time."""
+    if isinstance(value, str) and not _DATE_TIME_START.match(value):
+        raise ValueError("must be an ISO 8601 date-time with a time zone")
+    return value
+
+
+# A date-time with a time zone, written as text (never a number of seconds).
+QueryTime = Annotated[AwareDatetime, BeforeValidator(_date_time_text)]
+
+
 class VerificationListQuery(Query):
     limit: int = Field(10, ge=1, le=100, description="Page size.")
     starting_after: str | None = Field(
@@ -223,9 +238,9 @@ class VerificationListQuery(Query):
     to: str | None = Field(
         None, description="Only verifications sent to this number, E.164.", pattern=E164_PATTERN
     )
-    created_gte: AwareDatetime | None = Field(
+    created_gte: QueryTime | None = Field(
         None, alias="created[gte]", description="Created at or after, with a time zone."
     )
-    created_lt: AwareDatetime | None = Field(
+    created_lt: QueryTime | None = Field(
         None, alias="created[lt]", description="Created before, with a time zone."
     )
