@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from datetime import timedelta
 
 import httpx
 import pytest
@@ -10,8 +11,11 @@ import pytest
 from relay.accounts.models import NewAccount, Scope
 from relay.clock import OffsetClock
 from relay.config import Settings
+from relay.idempotency import claims
+from relay.idempotency.claims import Pending
 from relay.idempotency.models import fingerprint
 from relay.services import build_services
+from relay.verifications.service import CreateRequest
 from relay.worker.sweeper import prune_once
 from tests.harness import RunningServer, count_rows, create_account, run
 
@@ -28,18 +32,30 @@ def sms_to(server: RunningServer, number: str) -> int:
     return sum(1 for sms in server.services.sandbox.sent if sms.to == number)
 
 
-def claim_elsewhere(settings: Settings, account: NewAccount, key: str, request_hash: str) -> None:
-    """Another Relay process takes the key and dies before answering."""
+def died_after_its_change(
+    settings: Settings, account: NewAccount, key: str, request_hash: str, to: str
+) -> str:
+    """Another Relay process runs a create under `key` and dies before storing its answer:
+    its change and the key committed together. Returns the verification it opened."""
 
-    async def go() -> None:
+    async def go() -> str:
         services = build_services(settings)
         try:
             caller = await services.accounts.authenticate(account.test_key)
-            await services.idempotency.begin(caller.scope, key, request_hash)
+            lease = services.clock.now() + timedelta(seconds=settings.idempotency_lease)
+            token = claims.running(Pending(caller.scope, key, request_hash, lease))
+            try:
+                request = CreateRequest(
+                    to=to, locale="en", code_length=6, ttl=600, metadata={}, webhook_url=None
+                )
+                created = await services.verifications.create(caller, request)
+            finally:
+                claims.done(token)
+            return created.id
         finally:
             await services.close()
 
-    run(go())
+    return run(go())
 
 
 def stored_keys(settings: Settings, scope: Scope) -> int:
@@ -175,18 +191,23 @@ def test_a_replayed_check_counts_no_extra_attempt(api: httpx.Client, number: str
     assert api.get(f"/v1/verifications/{created['id']}").json()["remaining_checks"] == 4
 
 
-def test_a_key_held_by_a_running_request_is_409_until_its_lease_lapses(
+def test_a_key_whose_holder_died_after_its_change_is_409_then_answers_with_that_change(
     api: httpx.Client, server: RunningServer, account: NewAccount, number: str
 ) -> None:
-    claim_elsewhere(server.settings, account, "crashed", "hash-of-another-run")
-    # The holder claimed the key for a different body: 422 beats the lease.
+    died_after_its_change(server.settings, account, "crashed", "hash-of-another-run", number)
+    # The holder took the key for a different body: 422 beats the lease.
     assert create(api, "crashed", to=number).status_code == 422
 
-    body = httpx.Request("POST", "https://x", json={"to": number}).content
-    claim_elsewhere(
-        server.settings, account, "crashed-2", fingerprint("POST", "/v1/verifications", b"", body)
+    other = f"{number[:-1]}9" if number[-1] != "9" else f"{number[:-1]}8"
+    body = httpx.Request("POST", "https://x", json={"to": other}).content
+    opened = died_after_its_change(
+        server.settings,
+        account,
+        "crashed-2",
+        fingerprint("POST", "/v1/verifications", b"", body),
+        other,
     )
-    busy = create(api, "crashed-2", to=number)
+    busy = create(api, "crashed-2", to=other)
     assert busy.status_code == 409
     assert busy.json()["error"] == {
         "type": "idempotency_error",
@@ -196,9 +217,31 @@ def test_a_key_held_by_a_running_request_is_409_until_its_lease_lapses(
         "doc_url": busy.json()["error"]["doc_url"],
     }
     server.clock.advance(server.settings.idempotency_lease + 1)
-    taken_over = create(api, "crashed-2", to=number)
-    assert taken_over.status_code == 200
-    assert sms_to(server, number) == 1
+    recovered = create(api, "crashed-2", to=other)
+    assert recovered.status_code == 200
+    assert recovered.json()["id"] == opened
+    assert recovered.headers["idempotent-replayed"] == "true"
+    # The dead holder sent its SMS; nothing was sent again.
+    assert sms_to(server, other) == 0
+    again = create(api, "crashed-2", to=other)
+    assert again.content == recovered.content
+
+
+def test_a_retry_while_the_holders_lease_runs_changes_nothing(
+    api: httpx.Client, server: RunningServer, account: NewAccount, number: str
+) -> None:
+    body = httpx.Request("POST", "https://x", json={"to": number}).content
+    died_after_its_change(
+        server.settings,
+        account,
+        "raced",
+        fingerprint("POST", "/v1/verifications", b"", body),
+        number,
+    )
+    assert create(api, "raced", to=number).status_code == 409
+    listed = api.get("/v1/verifications", params={"to": number}).json()["data"]
+    assert len(listed) == 1
+    assert sms_to(server, number) == 0
 
 
 def test_keys_are_kept_24_hours_then_pruned(

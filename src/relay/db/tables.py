@@ -266,6 +266,8 @@ idempotency_keys = Table(
     Column("key", String(255), nullable=False),
     Column("request_hash", String(64), nullable=False),
     Column("status", String(16), nullable=False),
+    # The resource the request changed, taken in the same transaction as the key.
+    Column("resource_path", String(200)),
     Column("response_status", Integer),
     Column("response_headers", JSON),
     Column("response_body", LargeBinary),

@@ -32,6 +32,8 @@ class KeyRecord:
     locked_until: datetime
     created_at: datetime
     response: StoredResponse | None
+    # Set by a key taken with its request's change (see `relay.idempotency.claims`).
+    resource_path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,16 @@ class Lease:
 @dataclass(frozen=True)
 class Replay:
     response: StoredResponse
+
+
+@dataclass(frozen=True)
+class Recover:
+    """The holder's change committed with the key, but it died before storing its answer:
+    answer with the changed resource as it stands now; never run the request again."""
+
+    resource_path: str
+    # The dead holder's lease, the token the stored answer replaces.
+    locked_until: datetime
 
 
 def key_is_valid(key: str) -> bool:
@@ -72,12 +84,16 @@ def is_stale(record: KeyRecord, *, now: datetime) -> bool:
     return record.created_at <= now - KEEP
 
 
-def decide(record: KeyRecord, *, request_hash: str, now: datetime) -> Replay | None:
-    """For a live record: the replay, or None if its lease lapsed and may be taken over."""
+def decide(record: KeyRecord, *, request_hash: str, now: datetime) -> Replay | Recover | None:
+    """For a live record: the replay, the resource its dead holder changed, or None if
+    its lease lapsed with no change made (a record from before keys were taken with
+    their change) and the request may run."""
     if record.request_hash != request_hash:
         raise IdempotencyKeyReused(param="Idempotency-Key")
     if record.status is KeyStatus.DONE and record.response is not None:
         return Replay(record.response)
     if record.locked_until > now:
         raise IdempotencyKeyInUse(param="Idempotency-Key")
+    if record.resource_path is not None:
+        return Recover(record.resource_path, record.locked_until)
     return None

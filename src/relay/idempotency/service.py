@@ -1,19 +1,20 @@
-"""Idempotency keys as use cases: claim before the request runs, then store or release."""
+"""Idempotency keys as use cases: look before the request runs, keep its answer after.
+
+The key itself is taken by the request's own unit of work (`claims.Pending.take`).
+"""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from functools import partial
 
 from relay.accounts.models import Scope
 from relay.clock import Clock
 from relay.db.driver import Db
-from relay.db.sql import Tx
-from relay.errors import IdempotencyKeyInUse
 from relay.idempotency import store
+from relay.idempotency.claims import Pending
 from relay.idempotency.models import (
     KEEP,
-    Lease,
+    Recover,
     Replay,
     StoredResponse,
     decide,
@@ -27,57 +28,68 @@ class IdempotencyKeys:
         self._clock = clock
         self._lease = lease
 
-    async def begin(self, scope: Scope, key: str, request_hash: str) -> Lease | Replay:
-        """Claim the key for this request, or say what to answer instead.
+    async def begin(self, scope: Scope, key: str, request_hash: str) -> Pending | Replay | Recover:
+        """What to do with a request under `key`: run it (with the claim its unit of work
+        takes), replay the stored answer, or answer with the resource a dead holder changed.
 
-        Raises IdempotencyKeyInUse or IdempotencyKeyReused."""
-        for _ in range(3):
-            claim = partial(self._claim, scope=scope, key=key, request_hash=request_hash)
-            outcome = await self._db.write(partial(claim, now=self._clock.now()))
-            if outcome is not None:
-                return outcome
-        # The key keeps changing hands under us: answer as if it is busy.
-        raise IdempotencyKeyInUse(param="Idempotency-Key")
-
-    async def _claim(
-        self, tx: Tx, *, scope: Scope, key: str, request_hash: str, now: datetime
-    ) -> Lease | Replay | None:
-        """None: the row vanished or changed hands while we looked; try again."""
-        lease = Lease(now + self._lease)
-        if await store.try_insert(
-            tx, scope, key, request_hash=request_hash, locked_until=lease.locked_until, now=now
-        ):
-            return lease
-        record = await store.load(tx, scope, key)
+        Raises IdempotencyKeyInUse or IdempotencyKeyReused. Reads only."""
+        now = self._clock.now()
+        record = await self._db.read(lambda tx: store.load(tx, scope, key))
+        claim = Pending(scope, key, request_hash, now + self._lease)
         if record is None:
-            # Released or pruned between the INSERT and the SELECT: claim again.
-            return None
-        if not is_stale(record, now=now):
-            replay = decide(record, request_hash=request_hash, now=now)
-            if replay is not None:
-                return replay
-        taken = await store.take_over(
-            tx,
-            scope,
-            key,
-            seen=record,
-            request_hash=request_hash,
-            locked_until=lease.locked_until,
-            now=now,
-        )
-        return lease if taken else None
+            return claim
+        if is_stale(record, now=now):
+            claim.seen = record
+            return claim
+        outcome = decide(record, request_hash=request_hash, now=now)
+        if outcome is None:
+            claim.seen = record
+            return claim
+        return outcome
 
-    async def finish(
-        self, scope: Scope, key: str, lease: Lease, response: StoredResponse | None
+    async def keep(self, claim: Pending, response: StoredResponse) -> None:
+        """Store the answer for replays (unless another request holds the key)."""
+        await self._store(claim.scope, claim.key, claim.request_hash, claim.locked_until, response)
+
+    async def recovered(
+        self, scope: Scope, key: str, request_hash: str, recover: Recover, response: StoredResponse
     ) -> None:
-        """Store the answer for replays, or (None) free the key so a retry can run."""
-        until = lease.locked_until
-        if response is None:
-            await self._db.write(lambda tx: store.release(tx, scope, key, locked_until=until))
-        else:
-            await self._db.write(
-                lambda tx: store.complete(tx, scope, key, locked_until=until, response=response)
+        """The answer made for a dead holder's change, kept in its place."""
+        await self._store(scope, key, request_hash, recover.locked_until, response)
+
+    async def let_go(self, claim: Pending) -> None:
+        """The request took the key but its answer is not kept (a 5xx, or it crashed): the
+        change stands, so the next try gets the resource at once."""
+        if not claim.took:
+            return
+        now = self._clock.now()
+        await self._db.write(
+            lambda tx: store.let_go(
+                tx, claim.scope, claim.key, locked_until=claim.locked_until, now=now
             )
+        )
+
+    async def _store(
+        self,
+        scope: Scope,
+        key: str,
+        request_hash: str,
+        locked_until: datetime,
+        response: StoredResponse,
+    ) -> None:
+        now = self._clock.now()
+        await self._db.write(
+            lambda tx: store.store_answer(
+                tx,
+                scope,
+                key,
+                request_hash=request_hash,
+                locked_until=locked_until,
+                response=response,
+                now=now,
+                stale_before=now - KEEP,
+            )
+        )
 
     async def prune(self) -> int:
         before = self._clock.now() - KEEP

@@ -1,5 +1,6 @@
-"""SQL for idempotency keys. Claims are an INSERT that may lose to the unique
-constraint; every later write is conditional on the holder's lease."""
+"""SQL for idempotency keys. A key is taken by an INSERT that may lose to the unique
+constraint, in the transaction of its request's change; every later write is
+conditional on the holder's lease."""
 
 from __future__ import annotations
 
@@ -15,31 +16,43 @@ _HELD = f"{_KEY} AND status = 'in_progress' AND locked_until = :locked_until"
 
 _INSERT = Sql(
     "INSERT INTO idempotency_keys (account_id, livemode, key, request_hash, status,"
-    " locked_until, created_at) VALUES (:account, :livemode, :key, :request_hash,"
-    " 'in_progress', :locked_until, :now) ON CONFLICT DO NOTHING RETURNING id"
+    " resource_path, locked_until, created_at) VALUES (:account, :livemode, :key,"
+    " :request_hash, 'in_progress', :resource_path, :locked_until, :now)"
+    " ON CONFLICT DO NOTHING RETURNING id"
 )
 _COLUMNS = (
-    "request_hash, status, locked_until, created_at, response_status, response_headers,"
-    " response_body"
+    "request_hash, status, resource_path, locked_until, created_at, response_status,"
+    " response_headers, response_body"
 )
-_LOAD = Sql(
-    f"SELECT {_COLUMNS} FROM idempotency_keys WHERE {_KEY}",
-    # Held until commit, so a take-over decision is made on what is still there.
-    postgres=f"SELECT {_COLUMNS} FROM idempotency_keys WHERE {_KEY} FOR UPDATE",
-)
+_LOAD = Sql(f"SELECT {_COLUMNS} FROM idempotency_keys WHERE {_KEY}")
+_HOLDS = Sql(f"SELECT id FROM idempotency_keys WHERE {_HELD} AND request_hash = :request_hash")
 # The WHERE restates what was seen, so of two processes taking over at once only one matches.
 _TAKE_OVER = Sql(
     "UPDATE idempotency_keys SET request_hash = :request_hash, status = 'in_progress',"
-    " response_status = NULL, response_headers = NULL, response_body = NULL,"
-    " locked_until = :locked_until, created_at = :now"
+    " resource_path = :resource_path, response_status = NULL, response_headers = NULL,"
+    " response_body = NULL, locked_until = :locked_until, created_at = :now"
     f" WHERE {_KEY} AND status = :seen_status AND locked_until = :seen_locked_until"
     " AND created_at = :seen_created_at"
 )
-_COMPLETE = Sql(
-    "UPDATE idempotency_keys SET status = 'done', response_status = :status,"
-    f" response_headers = :headers, response_body = :body WHERE {_HELD}"
+# The answer, kept for replays: over the holder's own claim, or as a new record when the
+# request changed nothing (a 404), or over a record past its 24 hours.
+_STORE = Sql(
+    "INSERT INTO idempotency_keys (account_id, livemode, key, request_hash, status,"
+    " response_status, response_headers, response_body, locked_until, created_at)"
+    " VALUES (:account, :livemode, :key, :request_hash, 'done', :status, :headers, :body,"
+    " :locked_until, :now)"
+    " ON CONFLICT (account_id, livemode, key) DO UPDATE SET status = 'done',"
+    " request_hash = excluded.request_hash, response_status = excluded.response_status,"
+    " response_headers = excluded.response_headers, response_body = excluded.response_body,"
+    " locked_until = excluded.locked_until, created_at = excluded.created_at"
+    " WHERE (idempotency_keys.status = 'in_progress'"
+    " AND idempotency_keys.locked_until = :locked_until)"
+    " OR idempotency_keys.created_at <= :stale_before"
 )
-_RELEASE = Sql(f"DELETE FROM idempotency_keys WHERE {_HELD}")
+# A claimed request that answered with an error not kept (a 5xx): its change committed,
+# so the next try is answered with the resource at once, not after the lease.
+_LET_GO = Sql(f"UPDATE idempotency_keys SET locked_until = :now WHERE {_HELD}")
+_RELEASE = Sql(f"DELETE FROM idempotency_keys WHERE {_HELD} AND request_hash = :request_hash")
 _PRUNE = Sql("DELETE FROM idempotency_keys WHERE created_at <= :before")
 
 
@@ -48,12 +61,27 @@ def _key(scope: Scope, key: str) -> dict[str, object]:
 
 
 async def try_insert(
-    tx: Tx, scope: Scope, key: str, *, request_hash: str, locked_until: datetime, now: datetime
+    tx: Tx,
+    scope: Scope,
+    key: str,
+    *,
+    request_hash: str,
+    resource_path: str,
+    locked_until: datetime,
+    now: datetime,
 ) -> bool:
-    """Claim a fresh key; False if the key exists (whoever holds it)."""
-    params = {**_key(scope, key), "request_hash": request_hash}
+    """Take a fresh key; False if the key exists (whoever holds it)."""
+    params = {**_key(scope, key), "request_hash": request_hash, "resource_path": resource_path}
     row = await tx.fetchrow(_INSERT, {**params, "locked_until": locked_until, "now": now})
     return row is not None
+
+
+async def holds(
+    tx: Tx, scope: Scope, key: str, *, request_hash: str, locked_until: datetime
+) -> bool:
+    """Is the key already this request's (taken by an earlier unit of work of it)?"""
+    params = {**_key(scope, key), "request_hash": request_hash, "locked_until": locked_until}
+    return await tx.fetchrow(_HOLDS, params) is not None
 
 
 def _record(row: Row) -> KeyRecord:
@@ -67,6 +95,7 @@ def _record(row: Row) -> KeyRecord:
         locked_until=moment(row["locked_until"]),
         created_at=moment(row["created_at"]),
         response=response,
+        resource_path=row["resource_path"],
     )
 
 
@@ -82,12 +111,14 @@ async def take_over(
     *,
     seen: KeyRecord,
     request_hash: str,
+    resource_path: str,
     locked_until: datetime,
     now: datetime,
 ) -> bool:
     params = {
         **_key(scope, key),
         "request_hash": request_hash,
+        "resource_path": resource_path,
         "locked_until": locked_until,
         "now": now,
         "seen_status": seen.status.value,
@@ -97,21 +128,40 @@ async def take_over(
     return await tx.execute(_TAKE_OVER, params) == 1
 
 
-async def complete(
-    tx: Tx, scope: Scope, key: str, *, locked_until: datetime, response: StoredResponse
+async def store_answer(
+    tx: Tx,
+    scope: Scope,
+    key: str,
+    *,
+    request_hash: str,
+    locked_until: datetime,
+    response: StoredResponse,
+    now: datetime,
+    stale_before: datetime,
 ) -> bool:
+    """Keep the answer, unless another request holds the key; False then."""
     params = {
         **_key(scope, key),
+        "request_hash": request_hash,
         "locked_until": locked_until,
         "status": response.status,
         "headers": [list(pair) for pair in response.headers],
         "body": response.body,
+        "now": now,
+        "stale_before": stale_before,
     }
-    return await tx.execute(_COMPLETE, params) == 1
+    return await tx.execute(_STORE, params) == 1
 
 
-async def release(tx: Tx, scope: Scope, key: str, *, locked_until: datetime) -> None:
-    await tx.execute(_RELEASE, {**_key(scope, key), "locked_until": locked_until})
+async def let_go(tx: Tx, scope: Scope, key: str, *, locked_until: datetime, now: datetime) -> None:
+    await tx.execute(_LET_GO, {**_key(scope, key), "locked_until": locked_until, "now": now})
+
+
+async def release(
+    tx: Tx, scope: Scope, key: str, *, request_hash: str, locked_until: datetime
+) -> None:
+    params = {**_key(scope, key), "request_hash": request_hash, "locked_until": locked_until}
+    await tx.execute(_RELEASE, params)
 
 
 async def prune(tx: Tx, *, before: datetime) -> int:

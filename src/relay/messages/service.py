@@ -15,6 +15,8 @@ from relay.delivery.jobs import Submitted
 from relay.delivery.owners import Draft, OwnerRef
 from relay.delivery.service import Delivery
 from relay.errors import RateLimitError, ResourceMissing
+from relay.idempotency import claims
+from relay.idempotency.claims import Pending
 from relay.ids import new_id
 from relay.messages import store
 from relay.messages.models import Message
@@ -65,8 +67,9 @@ class MessageService:
     async def send(self, caller: Caller, request: SendRequest) -> Message:
         destination, route = self._delivery.destination(caller, request.to)
         now = self._clock.now()
+        claim = claims.pending()
         queued = await self._db.write(
-            lambda tx: self._queue(tx, caller, request, destination, route, now)
+            lambda tx: self._queue(tx, caller, request, destination, route, now, claim)
         )
         if isinstance(queued, RateLimitError):
             raise queued
@@ -83,13 +86,19 @@ class MessageService:
         destination: Destination,
         route: tuple[str, ...],
         now: datetime,
+        claim: Pending | None,
     ) -> _Queued | RateLimitError:
         scope = caller.scope
+        message_id = new_id("msg")
+        if claim is not None:
+            # First of all: a request racing it under the key stops here.
+            await claim.take(tx, resource_path=f"/v1/messages/{message_id}", now=now)
         # The same pumping and volume guards as verifications: an SMS costs the same.
         refusal = await self._abuse.before_send(tx, scope, destination, opens=True, now=now)
         if refusal is not None:
+            if claim is not None:
+                await claim.give_back(tx)
             return refusal
-        message_id = new_id("msg")
         new = NewMessage(
             id=message_id,
             to=destination.e164,

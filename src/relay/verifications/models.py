@@ -171,3 +171,9 @@ def sender_name(brand: str) -> str:
     """Alphanumeric sender ids are at most 11 letters, digits and spaces on most networks."""
     cleaned = re.sub(r"[^A-Za-z0-9 ]", "", brand).strip()[:11].strip()
     return cleaned or "Relay"
+
+
+def resource_path(verification_id: str) -> str:
+    """Where GET shows it: a retry under the key of a request that changed it, and died
+    before answering, is answered from there."""
+    return f"/v1/verifications/{verification_id}"

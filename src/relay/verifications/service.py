@@ -24,17 +24,19 @@ from relay.errors import (
     ResourceMissing,
 )
 from relay.events.models import EventType
+from relay.idempotency import claims
+from relay.idempotency.claims import Pending
 from relay.ids import new_id
 from relay.phone import Destination
 from relay.sms.text import render_sms
 from relay.verifications import events, store
+from relay.verifications.checking import Checks
 from relay.verifications.models import (
     Status,
     Verification,
-    check_is_correct,
     closed_error,
-    count_check,
     require_resend_allowed,
+    resource_path,
     sender_name,
 )
 from relay.verifications.store import ListQuery, NewVerification
@@ -94,18 +96,20 @@ class VerificationService:
         self._clock = clock
         self._delivery = delivery
         self._limits = limits
+        self._checks = Checks(db, keyring, clock, self._abuse)
 
     async def create(self, caller: Caller, request: CreateRequest) -> Verification:
         destination, route = self._delivery.destination(caller, request.to)
         now = self._clock.now()
+        claim = claims.pending()
         try:
             sent = await self._db.write(
-                lambda tx: self._create(tx, caller, request, destination, route, now)
+                lambda tx: self._create(tx, caller, request, destination, route, now, claim)
             )
         except IntegrityViolation:
             # Another request opened a verification for this number first: this one is a resend.
             sent = await self._db.write(
-                lambda tx: self._create(tx, caller, request, destination, route, now)
+                lambda tx: self._create(tx, caller, request, destination, route, now, claim)
             )
         if isinstance(sent, RateLimitError):
             raise sent
@@ -123,18 +127,25 @@ class VerificationService:
         destination: Destination,
         route: tuple[str, ...],
         now: datetime,
+        claim: Pending | None,
     ) -> _Sent | RateLimitError:
         scope = caller.scope
         seen = await self._abuse.look(tx, scope, destination, now=now)
         existing = await self._pending(tx, scope, seen, now)
+        verification_id = existing or new_id("ver")
+        if claim is not None:
+            # First of all it decides: a request racing it under the key stops here.
+            await claim.take(tx, resource_path=resource_path(verification_id), now=now)
         refusal = await self._abuse.refusal(
             tx, scope, destination, seen, opens=existing is None, now=now
         )
         if refusal is not None:
+            if claim is not None:
+                await claim.give_back(tx)
             # Returned, not raised: a pumping block written here must commit.
             return refusal
         if existing is None:
-            opened = await self._open(tx, caller, request, destination, now)
+            opened = await self._open(tx, caller, request, destination, now, verification_id)
         else:
             opened = await self._resend(tx, scope, existing, now)
         submitted = await self._send(tx, caller, opened, destination, route, now)
@@ -152,7 +163,7 @@ class VerificationService:
             return pending.id
         # Its TTL ran out before the sweep saw it: close it, and this create opens anew.
         if await store.expire_one(tx, scope, pending.id, now=now):
-            await self._emit_for(tx, scope, pending.id, EventType.VERIFICATION_EXPIRED, now)
+            await events.record_now(tx, scope, pending.id, EventType.VERIFICATION_EXPIRED, now)
         return None
 
     async def _send(
@@ -189,8 +200,8 @@ class VerificationService:
         request: CreateRequest,
         destination: Destination,
         now: datetime,
+        verification_id: str,
     ) -> _Opened:
-        verification_id = new_id("ver")
         code = generate_code(request.code_length)
         new = NewVerification(
             id=verification_id,
@@ -208,7 +219,7 @@ class VerificationService:
         return _Opened(code, await store.insert_verification(tx, caller.scope, new, now))
 
     async def _resend(self, tx: Tx, scope: Scope, verification_id: str, now: datetime) -> _Opened:
-        current = await self._load(tx, scope, verification_id)
+        current = await store.require(tx, scope, verification_id)
         require_resend_allowed(
             current,
             now=now,
@@ -242,120 +253,27 @@ class VerificationService:
         verification_id: str | None = None,
         to: str | None = None,
     ) -> Verification:
-        now = self._clock.now()
-        verification, error = await self._db.write(
-            lambda tx: self._check(
-                tx, caller, code=code, verification_id=verification_id, to=to, now=now
-            )
-        )
-        if error is not None:
-            raise error
-        return verification
-
-    async def _check(
-        self,
-        tx: Tx,
-        caller: Caller,
-        *,
-        code: str,
-        verification_id: str | None,
-        to: str | None,
-        now: datetime,
-    ) -> tuple[Verification, RelayError | None]:
-        scope = caller.scope
-        found = await store.check_material(
-            tx,
-            scope,
-            verification_id=verification_id,
-            to=None if verification_id else to,
-            failed_since=self._abuse.failed_checks_since(now),
-        )
-        if found is None:
-            param = "id" if verification_id else "to"
-            raise ResourceMissing("No pending verification matches.", param=param)
-        current = found.verification
-        destination = found.destination
-        matches = self._keyring.code_matches(current.id, code, found.code_mac)
-        correct = check_is_correct(submitted=code, livemode=caller.livemode, matches=matches)
-        refusal = await self._abuse.before_check(
-            tx, scope, destination.e164, failed_checks=found.failed_checks, now=now
-        )
-        if refusal:
-            return current, refusal
-        verification, error = await self._count(tx, scope, current, correct, now)
-        if error is not None:
-            return verification, error
-        # Last, for the same reason as in create: shared counter rows, locked until commit.
-        await self._abuse.record_check(tx, scope, destination, correct=correct, now=now)
-        return verification, None
-
-    async def _count(
-        self,
-        tx: Tx,
-        scope: Scope,
-        current: Verification,
-        correct: bool,
-        now: datetime,
-    ) -> tuple[Verification, RelayError | None]:
-        """Count the check by the check rule; the verification after it, or why it is closed."""
-        rule = count_check(
-            status=current.status,
-            checks=current.checks,
-            expires_at=current.expires_at,
-            now=now,
-            correct=correct,
-        )
-        # The read may be stale under concurrent checks, but only ever towards "not
-        # counted" (checks grow, closed stays closed, time passes): a refusal holds.
-        # A count is made by the UPDATE, which applies the same rule to the row as
-        # it is, atomically, and whose answer wins.
-        if rule is None:
-            return await self._closed(tx, scope, current, now)
-        counted = await store.count_check(tx, scope, current.id, correct=correct, now=now)
-        if counted is None:
-            return await self._closed(tx, scope, current, now)
-        approved = counted.status is Status.APPROVED
-        verification = dataclasses.replace(
-            current,
-            status=counted.status,
-            checks=counted.checks,
-            updated_at=now,
-            approved_at=now if approved else current.approved_at,
-        )
-        if approved:
-            await events.record(tx, verification, EventType.VERIFICATION_APPROVED, now)
-        elif counted.status is Status.MAX_ATTEMPTS_REACHED:
-            await events.record(tx, verification, EventType.VERIFICATION_MAX_ATTEMPTS_REACHED, now)
-        return verification, None
-
-    async def _closed(
-        self, tx: Tx, scope: Scope, current: Verification, now: datetime
-    ) -> tuple[Verification, RelayError]:
-        """Not open: report why, after closing it if its TTL ran out unnoticed."""
-        if await store.expire_one(tx, scope, current.id, now=now):
-            kind = EventType.VERIFICATION_EXPIRED
-            current = await self._emit_for(tx, scope, current.id, kind, now)
-        elif current.status_at(now) is Status.PENDING:
-            # Closed by a concurrent check or cancel since it was read.
-            current = await self._load(tx, scope, current.id)
-        return current, closed_error(current.status_at(now))
+        return await self._checks.check(caller, code=code, verification_id=verification_id, to=to)
 
     async def cancel(self, caller: Caller, verification_id: str) -> Verification:
         now = self._clock.now()
+        claim = claims.pending()
         verification, error = await self._db.write(
-            lambda tx: self._cancel(tx, caller.scope, verification_id, now)
+            lambda tx: self._cancel(tx, caller.scope, verification_id, now, claim)
         )
         if error is not None:
             raise error
         return verification
 
     async def _cancel(
-        self, tx: Tx, scope: Scope, verification_id: str, now: datetime
+        self, tx: Tx, scope: Scope, verification_id: str, now: datetime, claim: Pending | None
     ) -> tuple[Verification, RelayError | None]:
+        if claim is not None:
+            await claim.take(tx, resource_path=resource_path(verification_id), now=now)
         if await store.cancel(tx, scope, verification_id, now=now):
-            return await self._load(tx, scope, verification_id), None
+            return await store.require(tx, scope, verification_id), None
         if await store.expire_one(tx, scope, verification_id, now=now):
-            await self._emit_for(tx, scope, verification_id, EventType.VERIFICATION_EXPIRED, now)
+            await events.record_now(tx, scope, verification_id, EventType.VERIFICATION_EXPIRED, now)
         verification = await store.load(tx, scope, verification_id)
         if verification is None:
             raise ResourceMissing(f"No such verification: {verification_id}", param="id")
@@ -383,17 +301,3 @@ class VerificationService:
         if not await self._db.read(lambda tx: store.any_due(tx, now=now)):
             return 0
         return await self._db.write(work)
-
-    async def _load(self, tx: Tx, scope: Scope, verification_id: str) -> Verification:
-        found = await store.load(tx, scope, verification_id)
-        if found is None:
-            raise ResourceMissing(param="id")
-        return found
-
-    async def _emit_for(
-        self, tx: Tx, scope: Scope, verification_id: str, kind: EventType, now: datetime
-    ) -> Verification:
-        """Record `kind` about the verification as it now stands, and return it."""
-        verification = await self._load(tx, scope, verification_id)
-        await events.record(tx, verification, kind, now)
-        return verification

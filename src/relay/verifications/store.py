@@ -17,6 +17,7 @@ from relay.accounts.models import Scope
 from relay.db.sql import Row, Sql, Tx, document, flag, moment, moment_or_none
 from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS, attempts_of, joined_attempts
 from relay.delivery.owners import Sendable
+from relay.errors import ResourceMissing
 from relay.phone import Destination
 from relay.verifications.models import (
     CHECK_LIMIT,
@@ -177,6 +178,14 @@ def _this(scope: Scope, verification_id: str, **extra: Any) -> dict[str, Any]:
 
 async def load(tx: Tx, scope: Scope, verification_id: str) -> Verification | None:
     return _joined(await tx.fetch(_LOAD, _this(scope, verification_id)))
+
+
+async def require(tx: Tx, scope: Scope, verification_id: str) -> Verification:
+    """The verification, which must exist (it was read or written in this unit of work)."""
+    found = await load(tx, scope, verification_id)
+    if found is None:
+        raise ResourceMissing(param="id")
+    return found
 
 
 def _joined(rows: list[Row]) -> Verification | None:

@@ -14,9 +14,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from relay.accounts.models import Scope as DataScope
 from relay.errors import ParameterInvalid, RelayError
+from relay.idempotency import claims
 from relay.idempotency.models import (
     MAX_KEY_LENGTH,
-    Lease,
+    Recover,
+    Replay,
     StoredResponse,
     fingerprint,
     is_storable,
@@ -62,23 +64,44 @@ class IdempotencyMiddleware:
         request_hash = fingerprint(scope["method"], scope["path"], scope["query_string"], body)
         keys = self.services.idempotency
         try:
-            claim = await keys.begin(owner, key, request_hash)
+            outcome = await keys.begin(owner, key, request_hash)
         except RelayError as refusal:
             await error_response(refusal, base_url=base_url(scope))(scope, receive, send)
             return
-        if not isinstance(claim, Lease):
-            await _send(send, claim.response, replayed=True)
+        if isinstance(outcome, Replay):
+            await _send(send, outcome.response, replayed=True)
             return
+        if isinstance(outcome, Recover):
+            # The change was made; what it is now is the answer, made once and kept.
+            found = await _capture(self.app, _get(scope, outcome.resource_path), _nothing)
+            if is_storable(found.status):
+                await keys.recovered(owner, key, request_hash, outcome, found)
+            await _send(send, found, replayed=True)
+            return
+        token = claims.running(outcome)
         try:
             response = await _capture(self.app, scope, replay(body, receive))
         except BaseException:
-            # Crashed or cancelled: free the key so the client's retry can run. If even
-            # that fails, the lease lapses and a retry takes the key over.
+            # Crashed or cancelled: if the change committed, the next try gets it at once.
             with contextlib.suppress(Exception):
-                await keys.finish(owner, key, claim, None)
+                await keys.let_go(outcome)
             raise
-        await keys.finish(owner, key, claim, response if is_storable(response.status) else None)
+        finally:
+            claims.done(token)
+        if is_storable(response.status):
+            await keys.keep(outcome, response)
+        else:
+            await keys.let_go(outcome)
         await _send(send, response, replayed=False)
+
+
+def _get(scope: Scope, path: str) -> Scope:
+    """The same caller's GET of `path`."""
+    return {**scope, "method": "GET", "path": path, "raw_path": path.encode(), "query_string": b""}
+
+
+async def _nothing() -> Message:
+    return {"type": "http.request", "body": b"", "more_body": False}
 
 
 async def _capture(app: ASGIApp, scope: Scope, receive: Receive) -> StoredResponse:

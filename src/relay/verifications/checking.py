@@ -1,0 +1,147 @@
+"""Checking a code: the check rule applied in one unit of work with its event and counters."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+
+from relay.abuse.service import AbuseGuard
+from relay.accounts.models import Caller, Scope
+from relay.clock import Clock
+from relay.crypto import Keyring
+from relay.db.driver import Db
+from relay.db.sql import Tx
+from relay.errors import RelayError, ResourceMissing
+from relay.events.models import EventType
+from relay.idempotency import claims
+from relay.idempotency.claims import Pending
+from relay.verifications import events, store
+from relay.verifications.models import (
+    Status,
+    Verification,
+    check_is_correct,
+    closed_error,
+    count_check,
+    resource_path,
+)
+
+
+class Checks:
+    def __init__(self, db: Db, keyring: Keyring, clock: Clock, abuse: AbuseGuard) -> None:
+        self._db = db
+        self._keyring = keyring
+        self._clock = clock
+        self._abuse = abuse
+
+    async def check(
+        self,
+        caller: Caller,
+        *,
+        code: str,
+        verification_id: str | None = None,
+        to: str | None = None,
+    ) -> Verification:
+        now = self._clock.now()
+        claim = claims.pending()
+        verification, error = await self._db.write(
+            lambda tx: self._check(
+                tx, caller, code=code, verification_id=verification_id, to=to, now=now, claim=claim
+            )
+        )
+        if error is not None:
+            raise error
+        return verification
+
+    async def _check(
+        self,
+        tx: Tx,
+        caller: Caller,
+        *,
+        code: str,
+        verification_id: str | None,
+        to: str | None,
+        now: datetime,
+        claim: Pending | None,
+    ) -> tuple[Verification, RelayError | None]:
+        scope = caller.scope
+        found = await store.check_material(
+            tx,
+            scope,
+            verification_id=verification_id,
+            to=None if verification_id else to,
+            failed_since=self._abuse.failed_checks_since(now),
+        )
+        if found is None:
+            param = "id" if verification_id else "to"
+            raise ResourceMissing("No pending verification matches.", param=param)
+        current = found.verification
+        destination = found.destination
+        matches = self._keyring.code_matches(current.id, code, found.code_mac)
+        correct = check_is_correct(submitted=code, livemode=caller.livemode, matches=matches)
+        if claim is not None:
+            # First of all it decides: a request racing it under the key stops here.
+            await claim.take(tx, resource_path=resource_path(current.id), now=now)
+        refusal = await self._abuse.before_check(
+            tx, scope, destination.e164, failed_checks=found.failed_checks, now=now
+        )
+        if refusal:
+            if claim is not None:
+                await claim.give_back(tx)
+            return current, refusal
+        verification, error = await self._count(tx, scope, current, correct, now)
+        if error is not None:
+            return verification, error
+        # Last, for the same reason as in create: shared counter rows, locked until commit.
+        await self._abuse.record_check(tx, scope, destination, correct=correct, now=now)
+        return verification, None
+
+    async def _count(
+        self,
+        tx: Tx,
+        scope: Scope,
+        current: Verification,
+        correct: bool,
+        now: datetime,
+    ) -> tuple[Verification, RelayError | None]:
+        """Count the check by the check rule; the verification after it, or why it is closed."""
+        rule = count_check(
+            status=current.status,
+            checks=current.checks,
+            expires_at=current.expires_at,
+            now=now,
+            correct=correct,
+        )
+        # The read may be stale under concurrent checks, but only ever towards "not
+        # counted" (checks grow, closed stays closed, time passes): a refusal holds.
+        # A count is made by the UPDATE, which applies the same rule to the row as
+        # it is, atomically, and whose answer wins.
+        if rule is None:
+            return await self._closed(tx, scope, current, now)
+        counted = await store.count_check(tx, scope, current.id, correct=correct, now=now)
+        if counted is None:
+            return await self._closed(tx, scope, current, now)
+        approved = counted.status is Status.APPROVED
+        verification = dataclasses.replace(
+            current,
+            status=counted.status,
+            checks=counted.checks,
+            updated_at=now,
+            approved_at=now if approved else current.approved_at,
+        )
+        if approved:
+            await events.record(tx, verification, EventType.VERIFICATION_APPROVED, now)
+        elif counted.status is Status.MAX_ATTEMPTS_REACHED:
+            await events.record(tx, verification, EventType.VERIFICATION_MAX_ATTEMPTS_REACHED, now)
+        return verification, None
+
+    async def _closed(
+        self, tx: Tx, scope: Scope, current: Verification, now: datetime
+    ) -> tuple[Verification, RelayError]:
+        """Not open: report why, after closing it if its TTL ran out unnoticed."""
+        if await store.expire_one(tx, scope, current.id, now=now):
+            kind = EventType.VERIFICATION_EXPIRED
+            current = await events.record_now(tx, scope, current.id, kind, now)
+        elif current.status_at(now) is Status.PENDING:
+            # Closed by a concurrent check or cancel since it was read.
+            current = await store.require(tx, scope, current.id)
+        return current, closed_error(current.status_at(now))
