@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from relay_client import calls
+import pytest
+
+from relay_client import Relay, calls
 from relay_client.retries import RetryPolicy
+from tests.client.loopback import Answer, scripted
 
 
 def test_an_id_stays_one_path_segment_whatever_it_holds() -> None:
@@ -64,3 +67,20 @@ def test_backoff_doubles_up_to_its_cap_and_never_drops_below_half() -> None:
     highest = RetryPolicy(jitter=lambda: 1.0)
     assert [lowest.backoff(n) for n in range(6)] == [0.25, 0.5, 1.0, 2.0, 4.0, 4.0]
     assert [highest.backoff(n) for n in range(6)] == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
+
+
+def test_plain_http_is_refused_except_on_loopback() -> None:
+    with pytest.raises(ValueError, match="HTTPS only"):
+        Relay("sk_test_x", base_url="http://relay.example.com")
+    with pytest.raises(ValueError, match="https://"):
+        Relay("sk_test_x", base_url="relay.example.com")
+    Relay("sk_test_x", base_url="http://127.0.0.1:9").close()
+
+
+def test_a_base_url_may_end_in_v1_as_the_spec_writes_it() -> None:
+    with (
+        scripted(Answer(200, b'{"id": "ver_1"}')) as script,
+        Relay("sk_test_x", base_url=script.base_url + "/v1/") as client,
+    ):
+        client.verifications.retrieve("ver_1")
+    assert [seen.path for seen in script.seen] == ["/v1/verifications/ver_1"]

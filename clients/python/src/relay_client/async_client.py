@@ -24,7 +24,8 @@ class AsyncRelay:
 
     `api_key` defaults to `RELAY_API_KEY`, `base_url` to `RELAY_BASE_URL` or
     https://127.0.0.1:8443. `verify` is httpx's: True, False, an SSLContext,
-    or the path of a CA bundle (e.g. a self-signed server's cert.pem).
+    or the path of a CA bundle (e.g. a self-signed server's cert.pem). With your
+    own `http_client`, its timeout and TLS settings apply instead.
     """
 
     def __init__(

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -27,6 +28,7 @@ DEFAULT_BASE_URL = "https://127.0.0.1:8443"
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_RETRIES = 2
 Verify = bool | str | ssl.SSLContext
+_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 @dataclass(frozen=True)
@@ -113,9 +115,14 @@ def tls_verify(verify: Verify) -> bool | ssl.SSLContext:
 
 
 def _origin(base_url: str) -> str:
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise ValueError(f"base_url must be an https:// URL, not {base_url!r}")
+    # Plain HTTP would carry the API key in clear; only a loopback twin may use it.
+    if parts.scheme == "http" and parts.hostname not in _LOOPBACK:
+        raise ValueError("Relay accepts HTTPS only: base_url must start with https://")
     # The spec's `{base_url}` ends in /v1 while paths carry it too: accept both forms.
-    url = base_url.rstrip("/")
-    return url.removesuffix("/v1")
+    return base_url.rstrip("/").removesuffix("/v1")
 
 
 def _lowered(headers: httpx.Headers) -> dict[str, str]:
