@@ -84,3 +84,10 @@ def test_a_base_url_may_end_in_v1_as_the_spec_writes_it() -> None:
     ):
         client.verifications.retrieve("ver_1")
     assert [seen.path for seen in script.seen] == ["/v1/verifications/ver_1"]
+
+
+def test_the_api_key_stays_out_of_reprs() -> None:
+    with Relay("sk_test_secret-value", base_url="http://127.0.0.1:9") as client:
+        outgoing = client._core.prepare(calls.retrieve_verification("ver_1"))
+    assert outgoing.headers["Authorization"] == "Bearer sk_test_secret-value"
+    assert "secret-value" not in repr(client._core) + repr(outgoing)

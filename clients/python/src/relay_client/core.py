@@ -8,7 +8,7 @@ import os
 import ssl
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -37,14 +37,15 @@ class Outgoing:
 
     method: str
     url: str
-    headers: Mapping[str, str]
+    # Out of repr: it holds the API key, and reprs end up in logs and tracebacks.
+    headers: Mapping[str, str] = field(repr=False)
     params: Mapping[str, str]
     content: bytes | None
 
 
 @dataclass(frozen=True)
 class Core:
-    api_key: str
+    api_key: str = field(repr=False)
     base_url: str
     policy: RetryPolicy
 
