@@ -6,10 +6,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test lint install clean bench
 
-$(STAMP): pyproject.toml
+# The Python client is its own distribution; installed beside the server so
+# `make test` runs its tests against a real `relay serve`.
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev]' -e ./clients/python
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -23,8 +25,8 @@ test: $(STAMP) lint
 	$(BIN)/pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench clients/python
+	$(BIN)/ruff format --check src tests bench clients/python
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

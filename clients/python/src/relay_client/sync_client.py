@@ -1,0 +1,229 @@
+"""`Relay`: the blocking client. Its twin `AsyncRelay` differs only in how it waits."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Generic, TypeVar, cast
+
+import httpx
+
+from relay_client import calls
+from relay_client.calls import Call
+from relay_client.core import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, Core, Verify, tls_verify
+from relay_client.objects import Event, Message, Verification, VerificationStatus
+
+T = TypeVar("T")
+
+
+class Relay:
+    """A Relay API client; one per application is enough (it pools connections).
+
+    `api_key` defaults to `RELAY_API_KEY`, `base_url` to `RELAY_BASE_URL` or
+    https://127.0.0.1:8443. `verify` is httpx's: True, False, an SSLContext,
+    or the path of a CA bundle (e.g. a self-signed server's cert.pem). With your
+    own `http_client`, its timeout and TLS settings apply instead.
+    """
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        base_url: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        verify: Verify = True,
+        http_client: httpx.Client | None = None,
+    ) -> None:
+        self._core = Core.configure(api_key, base_url, max_retries)
+        self._http = http_client or httpx.Client(
+            timeout=timeout, verify=tls_verify(verify), follow_redirects=False
+        )
+        self._sleep: Callable[[float], None] = time.sleep
+        self.verifications = Verifications(self)
+        self.messages = Messages(self)
+        self.events = Events(self)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Relay:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _request(self, call: Call) -> Any:
+        outgoing = self._core.prepare(call)
+        for attempt in itertools.count():
+            try:
+                response = self._http.request(
+                    outgoing.method,
+                    outgoing.url,
+                    headers=outgoing.headers,
+                    params=outgoing.params,
+                    content=outgoing.content,
+                )
+            except httpx.TransportError as error:
+                delay = self._core.retry_delay_after_error(attempt, error)
+            else:
+                retry = self._core.retry_delay(attempt, response)
+                if retry is None:
+                    return self._core.read(response)
+                delay = retry
+            self._sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _pages(self, first: Call) -> Iterator[Any]:
+        call: Call | None = first
+        while call is not None:
+            page = self._request(call)
+            yield from page["data"]
+            call = calls.next_page(call, page)
+
+
+class Paginator(Generic[T]):
+    """Every item of a list, newest first, fetching pages as iteration reaches them."""
+
+    def __init__(self, client: Relay, first: Call) -> None:
+        self._client = client
+        self._first = first
+
+    def __iter__(self) -> Iterator[T]:
+        return cast(Iterator[T], self._client._pages(self._first))
+
+
+class Verifications:
+    def __init__(self, client: Relay) -> None:
+        self._client = client
+
+    def create(
+        self,
+        to: str,
+        *,
+        webhook_url: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        code_length: int | None = None,
+        ttl: int | None = None,
+        locale: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Verification:
+        """Send a code to `to`; for a number with a pending verification, resend it."""
+        call = calls.create_verification(
+            to,
+            webhook_url=webhook_url,
+            metadata=metadata,
+            code_length=code_length,
+            ttl=ttl,
+            locale=locale,
+            idempotency_key=idempotency_key,
+        )
+        return cast(Verification, self._client._request(call))
+
+    def check(
+        self,
+        code: str,
+        *,
+        id: str | None = None,
+        to: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Verification:
+        """Submit `code` for verification `id`, or for `to`'s pending verification."""
+        call = calls.check_verification(code, id=id, to=to, idempotency_key=idempotency_key)
+        return cast(Verification, self._client._request(call))
+
+    def retrieve(self, id: str) -> Verification:
+        return cast(Verification, self._client._request(calls.retrieve_verification(id)))
+
+    def cancel(self, id: str, *, idempotency_key: str | None = None) -> Verification:
+        call = calls.cancel_verification(id, idempotency_key=idempotency_key)
+        return cast(Verification, self._client._request(call))
+
+    def list(
+        self,
+        *,
+        status: VerificationStatus | None = None,
+        to: str | None = None,
+        created_gte: datetime | str | None = None,
+        created_lt: datetime | str | None = None,
+        limit: int | None = None,
+        starting_after: str | None = None,
+        ending_before: str | None = None,
+    ) -> Paginator[Verification]:
+        """`limit` is the page size; iteration goes on to the last page."""
+        call = calls.list_verifications(
+            limit=limit,
+            status=status,
+            to=to,
+            created_gte=created_gte,
+            created_lt=created_lt,
+            starting_after=starting_after,
+            ending_before=ending_before,
+        )
+        return Paginator(self._client, call)
+
+
+class Messages:
+    def __init__(self, client: Relay) -> None:
+        self._client = client
+
+    def send(
+        self,
+        to: str,
+        *,
+        code: str,
+        webhook_url: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        locale: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Message:
+        """Deliver your own `code` to `to`."""
+        call = calls.send_message(
+            to,
+            code=code,
+            webhook_url=webhook_url,
+            metadata=metadata,
+            locale=locale,
+            idempotency_key=idempotency_key,
+        )
+        return cast(Message, self._client._request(call))
+
+    def retrieve(self, id: str) -> Message:
+        return cast(Message, self._client._request(calls.retrieve_message(id)))
+
+
+class Events:
+    def __init__(self, client: Relay) -> None:
+        self._client = client
+
+    def retrieve(self, id: str) -> Event:
+        return cast(Event, self._client._request(calls.retrieve_event(id)))
+
+    def list(
+        self,
+        *,
+        related: str | None = None,
+        type: str | None = None,
+        delivery_status: str | None = None,
+        limit: int | None = None,
+        starting_after: str | None = None,
+        ending_before: str | None = None,
+    ) -> Paginator[Event]:
+        """Events newest first; `related=` a verification or message id narrows them."""
+        call = calls.list_events(
+            related=related,
+            type=type,
+            delivery_status=delivery_status,
+            limit=limit,
+            starting_after=starting_after,
+            ending_before=ending_before,
+        )
+        return Paginator(self._client, call)

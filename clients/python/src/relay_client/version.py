@@ -1,0 +1,3 @@
+"""The version this client reports in its User-Agent."""
+
+VERSION = "0.1.0"
