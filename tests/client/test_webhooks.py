@@ -15,7 +15,8 @@ from tests.webhooks.receiver import Received, wait_until
 
 
 def delivered(live: LiveRelay, relay: Relay) -> Received:
-    """The first webhook delivery of a new verification, as the receiver got it."""
+    """The delivery of a new verification's `verification.sent`, as the receiver got it
+    (its events are delivered concurrently, in any order)."""
     created = relay.verifications.create(fresh_number(), webhook_url=live.receiver.url("/ok"))
 
     def about_it() -> list[Received]:
@@ -23,6 +24,7 @@ def delivered(live: LiveRelay, relay: Relay) -> Received:
             r
             for r in live.receiver.requests("/ok")
             if r.event["data"]["object"]["id"] == created["id"]
+            and r.event["type"] == "verification.sent"
         ]
 
     wait_until(lambda: bool(about_it()), what="a webhook delivery")
