@@ -4,7 +4,9 @@ the uvicorn server that says "listening" only once it is."""
 from __future__ import annotations
 
 import errno
+import signal
 import socket
+from types import FrameType
 
 import uvicorn
 
@@ -47,8 +49,13 @@ def url(host: str, sock: socket.socket) -> str:
 
 
 class Server(uvicorn.Server):
-    """uvicorn's server, printing "listening" once the application has started and
-    the socket accepts connections, never before."""
+    """uvicorn's server, with two changes for an operator.
+
+    "listening" is printed once the application has started and the socket
+    accepts connections, never before. SIGTERM is how a supervisor asks for a
+    stop: one that finished its graceful shutdown exits 0, instead of dying by
+    the signal that uvicorn would raise again afterwards.
+    """
 
     def __init__(self, config: uvicorn.Config, *, announce: str) -> None:
         super().__init__(config)
@@ -58,3 +65,8 @@ class Server(uvicorn.Server):
         await super().startup(sockets)
         if not self.should_exit:
             print(self._announce, flush=True)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        if sig == signal.SIGTERM:
+            self._captured_signals.remove(sig)

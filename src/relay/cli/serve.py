@@ -6,6 +6,7 @@ import asyncio
 import functools
 import gc
 import json
+import math
 import os
 import socket
 import sys
@@ -175,7 +176,7 @@ def _uvicorn_config(
         access_log=False,
         server_header=False,
         http=RelayHttpProtocol,
-        timeout_graceful_shutdown=5,
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout),
     )
 
 

@@ -3,7 +3,6 @@ behind `Services`."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -16,8 +15,6 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from relay import errors as e
-from relay.delivery.loop import run_dispatch
-from relay.events.delivery import run_delivery
 from relay.services import Services
 from relay.web import carrier_routes, event_routes, message_routes, routes
 from relay.web.callers import base_url
@@ -30,7 +27,7 @@ from relay.web.openapi import build_document
 from relay.web.operations import Call, Operation
 from relay.web.ratelimit import RateLimitMiddleware
 from relay.web.responses import JsonResponse
-from relay.worker.sweeper import run_sweeper
+from relay.worker.background import Background
 
 log = logging.getLogger("relay.app")
 
@@ -46,21 +43,21 @@ API: list[Operation] = [
 def create_app(services: Services, *, background: bool = True) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        tasks = []
         sends = background and services.settings.serve_background
         await services.delivery.start(dispatch=sends)
-        if sends:
-            tasks.append(asyncio.create_task(run_sweeper(services), name="relay-sweeper"))
-            tasks.append(asyncio.create_task(run_delivery(services.events), name="relay-webhooks"))
-            tasks.append(
-                asyncio.create_task(run_dispatch(services.delivery), name="relay-dispatch")
-            )
+        work = Background(services) if sends else None
+        if work is not None:
+            work.start()
         try:
             yield
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            # Runs after uvicorn has let the requests in flight finish: the jobs
+            # they and the loops claimed get a grace of their own.
+            grace = services.settings.shutdown_timeout
+            if work is not None:
+                await work.stop(grace=grace)
+            else:
+                await services.delivery.drain(grace=grace)
             await services.close()
 
     document = build_document(API)
