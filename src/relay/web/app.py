@@ -26,6 +26,7 @@ from relay.web.middleware import EdgeMiddleware
 from relay.web.openapi import build_document
 from relay.web.operations import Call, Operation
 from relay.web.ratelimit import RateLimitMiddleware
+from relay.web.readiness import Readiness
 from relay.web.responses import JsonResponse
 from relay.worker.background import Background
 
@@ -62,7 +63,7 @@ def create_app(services: Services, *, background: bool = True) -> Starlette:
 
     document = build_document(API)
     app = Starlette(
-        routes=router_routes([*API, *_pages(document)], services),
+        routes=router_routes([*API, *_pages(document, Readiness.of(services))], services),
         lifespan=lifespan,
         exception_handlers={HTTPException: _on_http_error},
     )
@@ -75,7 +76,7 @@ def create_app(services: Services, *, background: bool = True) -> Starlette:
     return app
 
 
-def _pages(document: dict[str, Any]) -> list[Operation]:
+def _pages(document: dict[str, Any], readiness: Readiness) -> list[Operation]:
     """Served without a key and outside the document. Listed after the API: the router
     tries routes in order, and create, check and retrieve carry the traffic."""
     openapi = orjson.dumps(document)
@@ -84,6 +85,9 @@ def _pages(document: dict[str, Any]) -> list[Operation]:
 
     async def healthz(call: Call) -> Response:
         return JsonResponse({"ok": True})
+
+    async def readyz(call: Call) -> Response:
+        return JsonResponse({"ok": True, "checks": await readiness.check()})
 
     async def openapi_json(call: Call) -> Response:
         return Response(openapi, media_type="application/json")
@@ -96,6 +100,7 @@ def _pages(document: dict[str, Any]) -> list[Operation]:
 
     return [
         Operation("GET", "/healthz", healthz, "healthz", authenticated=False, in_schema=False),
+        Operation("GET", "/readyz", readyz, "readyz", authenticated=False, in_schema=False),
         Operation(
             "GET", "/v1/openapi.json", openapi_json, "openapi", authenticated=False, in_schema=False
         ),
