@@ -17,9 +17,10 @@ from starlette.responses import HTMLResponse, Response
 from relay import errors as e
 from relay.services import Services
 from relay.web import carrier_routes, event_routes, message_routes, routes
+from relay.web.api_reference import api_page
 from relay.web.callers import base_url
 from relay.web.dispatch import routes as router_routes
-from relay.web.docs import api_page, errors_page
+from relay.web.docs import errors_page
 from relay.web.errors import error_response
 from relay.web.idempotency import IdempotencyMiddleware
 from relay.web.middleware import EdgeMiddleware
