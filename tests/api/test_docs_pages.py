@@ -35,7 +35,8 @@ def test_every_error_code_has_an_entry_with_its_real_status_cause_and_fix(
         assert f"<td>{status}</td>" in entry, code
         assert f"<code>{kind}</code>" in entry, code
         cause, fix = GUIDE[code]
-        assert cause and fix, code
+        assert cause, code
+        assert fix, code
 
 
 def test_internal_error_is_a_500_and_not_the_409_of_a_closed_verification(
@@ -65,7 +66,8 @@ def test_the_reference_renders_every_body_field_by_field_with_examples(
         end = text.find("<h3", start + 1)
         section = text[start:end]
         assert f"{method.upper()} {path}" in section
-        assert "<h4>curl</h4>" in section and "<h4>Python</h4>" in section, path
+        assert "<h4>curl</h4>" in section, path
+        assert "<h4>Python</h4>" in section, path
         body = operation.get("requestBody", {}).get("content", {}).get("application/json", {})
         name = body.get("schema", {}).get("$ref", "").rsplit("/", 1)[-1]
         for field in schemas.get(name, {}).get("properties", {}):
