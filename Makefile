@@ -17,8 +17,9 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 install: $(STAMP)
 
 ## Start Relay on https://127.0.0.1:8443 with SQLite under ./.relay and a demo account.
+## Another port: `make run PORT=9443` (or RELAY_PORT=9443 make run).
 run: $(STAMP)
-	$(BIN)/relay serve --demo
+	$(BIN)/relay serve --demo $(if $(PORT),--port $(PORT))
 
 ## Lint, type-check and run the whole test suite (SQLite; set RELAY_TEST_DATABASE_URL for PostgreSQL).
 test: $(STAMP) lint

@@ -28,6 +28,9 @@ def _split_commas(value: object) -> object:
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RELAY_", extra="ignore")
 
+    # `live` sends real SMS to real people: settings that are only safe on a
+    # developer's machine then refuse to start (relay.cli.checks).
+    mode: Literal["development", "live"] = "development"
     data_dir: Path = Path(".relay")
     database_url: str | None = None
     config: Path | None = None
@@ -41,6 +44,9 @@ class Settings(BaseSettings):
     public_url: str | None = None
     # API processes of `relay serve` on one port (PostgreSQL only above 1).
     workers: int = Field(1, ge=1, le=64)
+    # SIGTERM waits this long for requests in flight, then as long again for
+    # claimed SMS submits and webhook attempts, before it cancels and releases them.
+    shutdown_timeout: float = Field(10.0, gt=0, le=600)
 
     code_key: str | None = None
     default_ttl: int = Field(600, ge=60, le=3600)
@@ -138,10 +144,22 @@ class Settings(BaseSettings):
 
 def load_settings(**overrides: Any) -> Settings:
     """Build settings; `overrides` (command-line values) beat env, env beats the TOML file."""
-    given = {k: v for k, v in overrides.items() if v is not None}
-    explicit = Settings(**given)
+    explicit = Settings(**given_values(overrides))
     if explicit.config is None:
         return explicit
-    with explicit.config.open("rb") as handle:
-        file_values = tomllib.load(handle)
-    return Settings(**{**file_values, **explicit.model_dump(exclude_unset=True)})
+    return Settings(**{**read_file(explicit.config), **explicit.model_dump(exclude_unset=True)})
+
+
+def given_values(overrides: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in overrides.items() if v is not None}
+
+
+def read_file(path: Path) -> dict[str, Any]:
+    """The TOML file's values (OSError, tomllib.TOMLDecodeError when it cannot be read)."""
+    with path.open("rb") as handle:
+        return tomllib.load(handle)
+
+
+def unknown_keys(values: dict[str, Any]) -> list[str]:
+    """Keys of a config file that name no setting: a typo would otherwise go unnoticed."""
+    return sorted(set(values) - set(Settings.model_fields))

@@ -149,6 +149,11 @@ class NoRouteAvailable(RelayError):
     default_message = "No SMS route is configured for this destination."
 
 
+class NotReady(RelayError):
+    code = "not_ready"
+    default_message = "Relay is not ready to serve: a readiness check failed."
+
+
 class InternalError(RelayError):
     code = "internal_error"
 

@@ -46,6 +46,7 @@ SCHEDULE = (0.05, 0.6, 1.6)
 # Generous: the receiver is a thread of the test process, beside Relay's own
 # thread, and on a loaded CI machine a plain 302 once took over 1 s to arrive.
 TIMEOUT = 2.5
+LATE = 3.0
 
 # --- a test CA and a certificate for localhost / 127.0.0.1 ------------------
 
@@ -138,7 +139,8 @@ class Received:
 @dataclass
 class Receiver:
     """Paths: /ok 200 · /error 500 · /redirect 302 · /hang never answers ·
-    /huge 200 with an endless body · /slow 200 after 50 ms · /flaky 500 for
+    /huge 200 with an endless body · /slow 200 after 50 ms · /late 200 after
+    `LATE` seconds (in flight while a test stops Relay) · /flaky 500 for
     the first two deliveries of each event id, then 200 · /switch hangs
     while `hanging` is set, else 200."""
 
@@ -199,10 +201,19 @@ class _Handler(BaseHTTPRequestHandler):
             return 200
         if path == "/slow":
             time.sleep(0.05)
+        if path == "/late":
+            time.sleep(LATE)
         if path == "/flaky":
             event_id = json.loads(body)["id"]
             return self._reply(500 if receiver.seen(event_id) <= 2 else 200)
-        statuses = {"/ok": 200, "/slow": 200, "/switch": 200, "/error": 500, "/redirect": 302}
+        statuses = {
+            "/ok": 200,
+            "/slow": 200,
+            "/late": 200,
+            "/switch": 200,
+            "/error": 500,
+            "/redirect": 302,
+        }
         return self._reply(statuses.get(path, 404))
 
     def _reply(self, status: int) -> int:

@@ -90,6 +90,20 @@ def _build_one(
     clock: Callable[[], datetime] | None,
     sent: deque[OutboundSms],
 ) -> tuple[Carrier, float]:
+    spec, timeout = _spec(name, table, settings)
+    if isinstance(spec, SmppSettings):
+        return SmppCarrier(spec, clock=clock), timeout
+    if isinstance(spec, TwilioSettings):
+        return TwilioCarrier(spec, clock=clock), timeout
+    slow = settings.sandbox_slow_delivery
+    return SandboxCarrier(name, sent=sent, slow_delivery=slow, clock=clock), timeout
+
+
+def _spec(
+    name: str, table: Mapping[str, Any], settings: Settings
+) -> tuple[SmppSettings | TwilioSettings | None, float]:
+    """A carrier table checked and turned into its settings (None: a sandbox), and its
+    receipt timeout; nothing is connected or opened."""
     options = dict(table)
     kind = options.pop("kind", None)
     timeout = float(options.pop("receipt_timeout", settings.receipt_timeout))
@@ -99,17 +113,15 @@ def _build_one(
         if kind == "smpp":
             if "reconnect_backoff" in options:
                 options["reconnect_backoff"] = tuple(options["reconnect_backoff"])
-            return SmppCarrier(SmppSettings(name=name, **options), clock=clock), timeout
+            return SmppSettings(name=name, **options), timeout
         if kind == "http":
             provider = options.pop("provider", "twilio")
             if provider != "twilio":
                 raise CarrierConfigError(f"carriers.{name}.provider: only 'twilio' is supported")
             options.setdefault("status_callback_url", _callback_url(name, settings))
-            return TwilioCarrier(TwilioSettings(name=name, **options), clock=clock), timeout
+            return TwilioSettings(name=name, **options), timeout
         if kind == "sandbox":
-            slow = settings.sandbox_slow_delivery
-            carrier = SandboxCarrier(name, sent=sent, slow_delivery=slow, clock=clock)
-            return carrier, timeout
+            return None, timeout
     except TypeError as exc:
         raise CarrierConfigError(f"carriers.{name}: {exc}") from exc
     except ValueError as exc:
@@ -117,6 +129,34 @@ def _build_one(
             raise
         raise CarrierConfigError(f"carriers.{name}: {exc}") from exc
     raise CarrierConfigError(f"carriers.{name}.kind must be 'smpp', 'http' or 'sandbox'")
+
+
+def carrier_problems(settings: Settings) -> list[str]:
+    """Every mistake in the carriers and routes tables at once, without opening anything."""
+    problems: list[str] = []
+    for name, table in settings.carriers.items():
+        if name in (PRIMARY, BACKUP):
+            problems.append(f"carriers.{name}: this name is reserved for test keys")
+            continue
+        try:
+            _spec(name, table, settings)
+        except CarrierConfigError as exc:
+            problems.append(str(exc))
+    # A route is checked against every named carrier, even one whose table is wrong:
+    # that mistake is already reported once.
+    known = [PRIMARY, BACKUP, *settings.carriers]
+    for key, names in settings.routes.items():
+        try:
+            parse_routes({key: names}, known)
+        except ValueError as exc:
+            problems.append(f"routes: {exc}")
+    return problems
+
+
+def sandbox_carriers(settings: Settings) -> set[str]:
+    """Carrier names that never send an SMS: the test keys' two and any `kind = "sandbox"`."""
+    named = {name for name, table in settings.carriers.items() if table.get("kind") == "sandbox"}
+    return named | {PRIMARY, BACKUP}
 
 
 def _callback_url(name: str, settings: Settings) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from relay.carriers.registry import CarrierConfigError
+from relay.cli.checks import check, check_file, unsafe_for_live
 from relay.config import Settings, load_settings
 from relay.errors import RelayError
 
@@ -86,6 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
     usage.add_argument("--since", help="first day to include, YYYY-MM-DD (UTC)")
     usage.add_argument("--json", action="store_true", help="one JSON object per row")
 
+    config = commands.add_parser("config", help="check a settings file")
+    config_commands = config.add_subparsers(dest="action", required=True)
+    config_check = config_commands.add_parser(
+        "check", help="report every problem of a TOML settings file (with RELAY_* applied)"
+    )
+    config_check.add_argument("file", type=Path)
+
     keys = commands.add_parser("keys", help="manage API keys")
     keys_commands = keys.add_subparsers(dest="action", required=True)
     key_create = keys_commands.add_parser("create", help="create a key (printed once)")
@@ -101,14 +109,52 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+FLAGS = ("data_dir", "database_url", "config", "host", "port", "tls_cert", "tls_key")
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
-    names = ("data_dir", "database_url", "config", "host", "port", "tls_cert", "tls_key")
-    return load_settings(**{name: getattr(args, name, None) for name in names})
+    return load_settings(**{name: getattr(args, name, None) for name in FLAGS})
+
+
+def checked_settings(args: argparse.Namespace) -> Settings | None:
+    """The settings, or None after printing every problem, one line each.
+
+    Live mode's refusals apply to the commands that send SMS and webhooks.
+    """
+    checked = check({name: getattr(args, name, None) for name in FLAGS})
+    for problem in checked.problems:
+        print(f"relay: configuration: {problem}", file=sys.stderr)
+    if checked.problems or checked.settings is None:
+        return None
+    settings = checked.settings
+    if settings.mode == "live" and args.command in ("serve", "worker"):
+        unsafe = unsafe_for_live(settings, demo=getattr(args, "demo", False))
+        for problem in unsafe:
+            print(f"relay: refusing to start in live mode: {problem}", file=sys.stderr)
+        if unsafe:
+            return None
+    return settings
+
+
+def check_config(path: Path) -> int:
+    checked = check_file(path)
+    for problem in checked.problems:
+        print(f"{path}: {problem}")
+    if checked.problems:
+        print(f"{len(checked.problems)} problem(s) found", file=sys.stderr)
+        return 1
+    assert checked.settings is not None
+    print(f"{path}: OK ({checked.settings.mode} mode)")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    settings = settings_from(args)
+    if args.command == "config":
+        return check_config(args.file)
+    settings = checked_settings(args)
+    if settings is None:
+        return 2
     try:
         if args.command == "serve":
             from relay.cli.serve import serve

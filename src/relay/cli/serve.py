@@ -6,7 +6,9 @@ import asyncio
 import functools
 import gc
 import json
+import math
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,6 +17,7 @@ import uvicorn
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
 
+from relay.cli.listening import PortUnavailable, Server, bind, url
 from relay.config import Settings
 from relay.db.migrate import upgrade
 from relay.db.urls import is_postgres
@@ -77,6 +80,19 @@ def serve(settings: Settings, *, demo: bool = False, workers: int = 1) -> int:
     if reason is not None:
         print(f"relay: {reason}", file=sys.stderr)
         return 2
+    # Bound first: a taken port is one line and exit 1, before any migration or file.
+    try:
+        sock = bind(settings.host, settings.port)
+    except PortUnavailable as error:
+        print(f"relay: {error}", file=sys.stderr)
+        return 1
+    try:
+        return _serve_on(sock, settings, demo=demo, workers=workers)
+    finally:
+        sock.close()
+
+
+def _serve_on(sock: socket.socket, settings: Settings, *, demo: bool, workers: int) -> int:
     configure(settings.log_level)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     upgrade(settings.resolved_database_url)
@@ -87,15 +103,20 @@ def serve(settings: Settings, *, demo: bool = False, workers: int = 1) -> int:
         print(f"  test key:       {account['test_key']}")
         print(f"  webhook secret: {account['webhook_secret']}")
     if workers > 1:
-        return _serve_processes(settings, paths, workers)
-    print(f"Relay listening on https://{settings.host}:{settings.port}", flush=True)
+        return _serve_processes(sock, settings, paths, workers)
     app = create_app(build_services(settings))
     tune_garbage_collector()
-    uvicorn.Server(_uvicorn_config(app, settings, paths)).run()
-    return 0
+    server = Server(
+        _uvicorn_config(app, settings, paths),
+        announce=f"Relay listening on {url(settings.host, sock)}",
+    )
+    server.run(sockets=[sock])
+    return 0 if server.started else 1
 
 
-def _serve_processes(settings: Settings, paths: CertificatePaths, workers: int) -> int:
+def _serve_processes(
+    sock: socket.socket, settings: Settings, paths: CertificatePaths, workers: int
+) -> int:
     """The parent binds the port once, then supervises `workers` spawned server processes.
 
     uvicorn's supervisor passes the listening socket to each child, restarts a
@@ -107,16 +128,10 @@ def _serve_processes(settings: Settings, paths: CertificatePaths, workers: int) 
     config = _uvicorn_config(
         functools.partial(process_app, settings), settings, paths, workers=workers
     )
-    sock = config.bind_socket()
-    print(
-        f"Relay listening on https://{settings.host}:{settings.port} ({workers} processes)",
-        flush=True,
-    )
+    # The children start listening as they come up; the socket is bound already.
+    print(f"Relay listening on {url(settings.host, sock)} ({workers} processes)", flush=True)
     supervisor = Multiprocess(config, sockets=[sock])
-    try:
-        supervisor.run()
-    finally:
-        sock.close()
+    supervisor.run()
     if any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes):
         print("relay: a server process failed to start; see the log above", file=sys.stderr)
         return 1
@@ -161,7 +176,7 @@ def _uvicorn_config(
         access_log=False,
         server_header=False,
         http=RelayHttpProtocol,
-        timeout_graceful_shutdown=5,
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout),
     )
 
 

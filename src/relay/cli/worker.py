@@ -11,11 +11,9 @@ import signal
 
 from relay.cli.serve import tune_garbage_collector
 from relay.config import Settings
-from relay.delivery.loop import run_dispatch
-from relay.events.delivery import DeliveryWorker
 from relay.log import configure
 from relay.services import build_services
-from relay.worker.sweeper import run_sweeper
+from relay.worker.background import Background
 
 
 def work(settings: Settings) -> int:
@@ -32,19 +30,12 @@ async def _run(settings: Settings) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     await services.delivery.start(dispatch=True)
-    tasks = [
-        asyncio.create_task(run_sweeper(services), name="relay-sweeper"),
-        asyncio.create_task(run_dispatch(services.delivery), name="relay-dispatch"),
-        asyncio.create_task(DeliveryWorker(services.events).run(), name="relay-webhooks"),
-    ]
+    work = Background(services)
+    work.start()
     print("Relay worker running", flush=True)
     try:
         await stop.wait()
     finally:
-        # In-flight attempts are cancelled unrecorded; their leases expire and
-        # another worker retries them, so stopping loses nothing.
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await work.stop(grace=settings.shutdown_timeout)
         await services.close()
     print("Relay worker stopped", flush=True)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
 
 _SCRIPTS = Path(__file__).with_name("migrations")
 
@@ -23,3 +24,10 @@ def upgrade(url: str, revision: str = "head") -> None:
 
 def downgrade(url: str, revision: str = "base") -> None:
     command.downgrade(alembic_config(url), revision)
+
+
+def head_revision() -> str:
+    """The newest migration shipped: what a database at head has recorded."""
+    head = ScriptDirectory.from_config(alembic_config("")).get_current_head()
+    assert head is not None, "the package ships its migrations"
+    return head

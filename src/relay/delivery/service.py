@@ -28,7 +28,7 @@ from relay.carriers.registry import CarrierSet
 from relay.clock import Clock
 from relay.db.driver import Db
 from relay.db.sql import Tx
-from relay.delivery import at_once, early_reports, store
+from relay.delivery import at_once, early_reports, leases, store
 from relay.delivery.attempts import AttemptStatus
 from relay.delivery.jobs import Job, Step, Submitted
 from relay.delivery.owners import Draft, Kind, Owner, OwnerRef
@@ -91,10 +91,31 @@ class Delivery:
                 await carrier.start(self.on_report)
         self._record.leased_to = self.owner if dispatch else None
 
-    async def close(self) -> None:
+    async def drain(self, *, grace: float) -> None:
+        """At shutdown: let the submits this process started finish within `grace`
+        seconds, cancel the rest, and give back every attempt it still holds."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=grace)
+        await self._cancel_tasks()
+        if not self.dispatching:
+            return
+        now = self._clock.now()
+        owner = self.owner
+        try:
+            released = await self._db.write(lambda tx: leases.release(tx, owner=owner, now=now))
+        except Exception:
+            # Not given back: their leases run out and a dispatch loop takes them then.
+            log.exception("delivery.release_failed")
+            return
+        log.info("delivery.released", extra={"attempts": released})
+
+    async def _cancel_tasks(self) -> None:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def close(self) -> None:
+        await self._cancel_tasks()
         for carrier in self.carriers.carriers.values():
             await carrier.close()
 

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from relay.clock import Clock
 from relay.db.driver import Db
 from relay.db.sql import Row, Tx
-from relay.events import store
+from relay.events import leases, store
 from relay.events.schedule import Next, after_attempt, max_attempts
 from relay.events.store import AttemptRecord, Claim
 from relay.webhooks.guard import endpoint
@@ -176,3 +176,7 @@ class Ledger:
             return recorded
 
         return await self._db.write(work)
+
+    async def release(self, claims: Sequence[Claim]) -> int:
+        """Give back claims a stop cancelled before they were answered; how many were."""
+        return await self._db.write(lambda tx: leases.release(tx, claims))

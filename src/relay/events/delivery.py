@@ -67,6 +67,9 @@ class DeliveryWorker:
         self._due: list[datetime] = []
         self.name = f"worker-{secrets.token_hex(6)}"
         self._client: transport.WebhookClient | None = None
+        # Claimed and not yet answered: given back if a stop cancels them.
+        self._held: dict[str, Claim] = {}
+        self._stopping = False
 
     def _http(self) -> transport.WebhookClient:
         if self._client is None:
@@ -80,27 +83,49 @@ class DeliveryWorker:
         return self._client
 
     async def run(self) -> None:
-        """Deliver until cancelled; attempts in flight are cancelled with it, unrecorded."""
+        """Deliver until `stop`, which lets the attempts in flight end and be recorded.
+
+        Cancelled instead (or while those end), attempts in flight are cancelled,
+        those already answered are recorded, and the others given back
+        (`relay.events.leases`) for the next claim to make again.
+        """
         try:
-            while True:
+            while not self._stopping:
                 try:
                     await self.fill()
                 except Exception:
                     # A failing claim (database restarting) must not end the loop.
                     log.exception("webhooks.claim_failed")
                 await self._pause()
+            await asyncio.gather(*self._sending.values(), return_exceptions=True)
         finally:
-            tasks = list(self._sending.values())
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            if self._recorder is not None:
-                self._recorder.cancel()
-                await asyncio.gather(self._recorder, return_exceptions=True)
-            # Answered attempts are recorded now rather than sent again after their lease.
-            await self._record_pending()
-            if self._client is not None:
-                await self._client.aclose()
+            await self._wind_down()
+
+    def stop(self) -> None:
+        """Claim nothing more; `run` returns once the attempts in flight are recorded."""
+        self._stopping = True
+        self._events.wake.set()
+
+    async def _wind_down(self) -> None:
+        tasks = list(self._sending.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._recorder is not None:
+            self._recorder.cancel()
+            await asyncio.gather(self._recorder, return_exceptions=True)
+        # Answered attempts are recorded now rather than sent again after their lease.
+        await self._record_pending()
+        if self._held:
+            held = list(self._held.values())
+            try:
+                released = await self._events.ledger.release(held)
+                log.info("webhooks.released", extra={"attempts": released})
+            except Exception:
+                # Not given back: their leases run out and another claim retries them.
+                log.exception("webhooks.release_failed", extra={"attempts": len(held)})
+        if self._client is not None:
+            await self._client.aclose()
 
     async def fill(self) -> int:
         """Claim due deliveries into the free slots and start them; how many started."""
@@ -129,6 +154,7 @@ class DeliveryWorker:
         for claim in claims:
             key = endpoint(claim.webhook_url)
             self._endpoints[key] += 1
+            self._held[claim.event_id] = claim
             task = asyncio.create_task(
                 self._attempt(claim, signing[claim.account_id]),
                 name=f"relay-webhook-{claim.event_id}",
@@ -179,6 +205,7 @@ class DeliveryWorker:
             log.exception("webhooks.attempt_crashed", extra={"event_id": claim.event_id})
             ok = False
             record = AttemptRecord(at, None, "internal_error", _ms_since(started))
+        self._held.pop(claim.event_id, None)
         self._unrecorded[claim.event_id] = Finished(claim, record, ok)
         if self._recorder is None or self._recorder.done():
             self._recorder = asyncio.create_task(self._record_soon(), name="relay-webhook-record")
@@ -243,7 +270,3 @@ def _log_attempt(item: Finished, *, lease_lost: bool) -> None:
             "lease_lost": lease_lost,
         },
     )
-
-
-async def run_delivery(events: EventService) -> None:
-    await DeliveryWorker(events).run()

@@ -3,7 +3,6 @@ behind `Services`."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -16,21 +15,21 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from relay import errors as e
-from relay.delivery.loop import run_dispatch
-from relay.events.delivery import run_delivery
 from relay.services import Services
 from relay.web import carrier_routes, event_routes, message_routes, routes
+from relay.web.api_reference import api_page
 from relay.web.callers import base_url
 from relay.web.dispatch import routes as router_routes
-from relay.web.docs import api_page, errors_page
+from relay.web.docs import errors_page
 from relay.web.errors import error_response
 from relay.web.idempotency import IdempotencyMiddleware
 from relay.web.middleware import EdgeMiddleware
 from relay.web.openapi import build_document
 from relay.web.operations import Call, Operation
 from relay.web.ratelimit import RateLimitMiddleware
+from relay.web.readiness import Readiness
 from relay.web.responses import JsonResponse
-from relay.worker.sweeper import run_sweeper
+from relay.worker.background import Background
 
 log = logging.getLogger("relay.app")
 
@@ -46,26 +45,26 @@ API: list[Operation] = [
 def create_app(services: Services, *, background: bool = True) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        tasks = []
         sends = background and services.settings.serve_background
         await services.delivery.start(dispatch=sends)
-        if sends:
-            tasks.append(asyncio.create_task(run_sweeper(services), name="relay-sweeper"))
-            tasks.append(asyncio.create_task(run_delivery(services.events), name="relay-webhooks"))
-            tasks.append(
-                asyncio.create_task(run_dispatch(services.delivery), name="relay-dispatch")
-            )
+        work = Background(services) if sends else None
+        if work is not None:
+            work.start()
         try:
             yield
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            # Runs after uvicorn has let the requests in flight finish: the jobs
+            # they and the loops claimed get a grace of their own.
+            grace = services.settings.shutdown_timeout
+            if work is not None:
+                await work.stop(grace=grace)
+            else:
+                await services.delivery.drain(grace=grace)
             await services.close()
 
     document = build_document(API)
     app = Starlette(
-        routes=router_routes([*API, *_pages(document)], services),
+        routes=router_routes([*API, *_pages(document, Readiness.of(services))], services),
         lifespan=lifespan,
         exception_handlers={HTTPException: _on_http_error},
     )
@@ -78,7 +77,7 @@ def create_app(services: Services, *, background: bool = True) -> Starlette:
     return app
 
 
-def _pages(document: dict[str, Any]) -> list[Operation]:
+def _pages(document: dict[str, Any], readiness: Readiness) -> list[Operation]:
     """Served without a key and outside the document. Listed after the API: the router
     tries routes in order, and create, check and retrieve carry the traffic."""
     openapi = orjson.dumps(document)
@@ -87,6 +86,9 @@ def _pages(document: dict[str, Any]) -> list[Operation]:
 
     async def healthz(call: Call) -> Response:
         return JsonResponse({"ok": True})
+
+    async def readyz(call: Call) -> Response:
+        return JsonResponse({"ok": True, "checks": await readiness.check()})
 
     async def openapi_json(call: Call) -> Response:
         return Response(openapi, media_type="application/json")
@@ -99,6 +101,7 @@ def _pages(document: dict[str, Any]) -> list[Operation]:
 
     return [
         Operation("GET", "/healthz", healthz, "healthz", authenticated=False, in_schema=False),
+        Operation("GET", "/readyz", readyz, "readyz", authenticated=False, in_schema=False),
         Operation(
             "GET", "/v1/openapi.json", openapi_json, "openapi", authenticated=False, in_schema=False
         ),

@@ -25,6 +25,7 @@ _HTTP: list[tuple[type[e.RelayError], int, str]] = [
     (e.IdempotencyKeyReused, 422, "idempotency_error"),
     (e.RateLimitError, 429, "rate_limit_error"),
     (e.NoRouteAvailable, 503, "api_error"),
+    (e.NotReady, 503, "api_error"),
 ]
 
 

@@ -1,0 +1,101 @@
+"""`relay config check` and the refusals of `relay serve` in live mode, as a user runs them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+RELAY = [sys.executable, "-m", "relay.cli.main"]
+EXAMPLE = Path(__file__).resolve().parents[2] / "relay.example.toml"
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_")}
+    return {**clean, "RELAY_DATA_DIR": os.fspath(tmp_path / "data")}
+
+
+def relay(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*RELAY, *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "relay.toml"
+    path.write_text(text)
+    return path
+
+
+def test_the_example_file_passes_the_check(env: dict[str, str]) -> None:
+    checked = relay("config", "check", os.fspath(EXAMPLE), env=env)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "OK" in checked.stdout
+
+
+def test_the_check_reports_every_problem_at_once(tmp_path: Path, env: dict[str, str]) -> None:
+    path = write(
+        tmp_path,
+        'prot = 8443\nmax_sends = "many"\n'
+        '[carriers.op]\nkind = "carrier-pigeon"\n[routes]\ndefault = ["nobody"]\n',
+    )
+    checked = relay("config", "check", os.fspath(path), env=env)
+    assert checked.returncode != 0
+    problems = checked.stdout.splitlines()
+    assert len(problems) == 4, checked.stdout
+    for named in ("prot: no such setting", "max_sends", "carriers.op.kind", "nobody"):
+        assert any(named in line for line in problems), checked.stdout
+
+
+def test_the_check_reports_a_file_that_is_not_toml(tmp_path: Path, env: dict[str, str]) -> None:
+    checked = relay("config", "check", os.fspath(write(tmp_path, "port = = 1\n")), env=env)
+    assert checked.returncode != 0
+    assert "not valid TOML" in checked.stdout
+
+
+def test_the_check_applies_the_environment(tmp_path: Path, env: dict[str, str]) -> None:
+    path = write(tmp_path, "port = 8443\n")
+    checked = relay("config", "check", os.fspath(path), env={**env, "RELAY_PORT": "-1"})
+    assert checked.returncode != 0
+    assert "port" in checked.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ('webhook_allowed_networks = ["127.0.0.0/8"]\n', "loopback"),
+        ('[carriers.fake]\nkind = "sandbox"\n[routes]\ndefault = ["fake"]\n', "sandbox"),
+        ('code_key = "change-me-to-at-least-32-random-characters"\n', "code_key"),
+    ],
+)
+def test_live_mode_with_an_unsafe_setting_refuses_to_start_with_one_line(
+    tmp_path: Path, env: dict[str, str], text: str, named: str
+) -> None:
+    path = write(tmp_path, f'mode = "live"\n{text}')
+    served = relay("serve", "--config", os.fspath(path), "--port", "0", env=env)
+    assert served.returncode == 2
+    lines = served.stderr.splitlines()
+    assert len(lines) == 1, served.stderr
+    assert lines[0].startswith("relay: refusing to start in live mode:")
+    assert named in lines[0]
+    assert not (tmp_path / "data").exists(), "a refused start must leave nothing behind"
+
+
+def test_live_mode_refuses_the_demo_account(tmp_path: Path, env: dict[str, str]) -> None:
+    served = relay("serve", "--demo", "--port", "0", env={**env, "RELAY_MODE": "live"})
+    assert served.returncode == 2
+    assert "--demo" in served.stderr
+
+
+def test_a_wrong_setting_stops_every_command_with_one_line_each(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    path = write(tmp_path, "max_sends = 0\nwebhook_timeout = -1\n")
+    migrated = relay("migrate", "--config", os.fspath(path), env=env)
+    assert migrated.returncode == 2
+    assert [line.split(":")[1].strip() for line in migrated.stderr.splitlines()] == [
+        "configuration",
+        "configuration",
+    ]
