@@ -19,6 +19,7 @@ from relay.config import Settings
 from relay.db.migrate import upgrade
 from relay.db.urls import is_postgres
 from relay.log import configure
+from relay.metrics.directory import mark_dead
 from relay.services import build_services
 from relay.tls import CertificatePaths, ensure_self_signed
 from relay.web.app import create_app
@@ -112,7 +113,7 @@ def _serve_processes(settings: Settings, paths: CertificatePaths, workers: int) 
         f"Relay listening on https://{settings.host}:{settings.port} ({workers} processes)",
         flush=True,
     )
-    supervisor = Multiprocess(config, sockets=[sock])
+    supervisor = _Supervisor(config, sockets=[sock])
     try:
         supervisor.run()
     finally:
@@ -121,6 +122,27 @@ def _serve_processes(settings: Settings, paths: CertificatePaths, workers: int) 
         print("relay: a server process failed to start; see the log above", file=sys.stderr)
         return 1
     return 0
+
+
+class _Supervisor(Multiprocess):
+    """uvicorn's supervisor, telling the metrics directory which workers it replaced."""
+
+    def keep_subprocess_alive(self) -> None:
+        before = self._pids()
+        super().keep_subprocess_alive()
+        self._mark_gone(before)
+
+    def restart_all(self) -> None:
+        before = self._pids()
+        super().restart_all()
+        self._mark_gone(before)
+
+    def _pids(self) -> set[int]:
+        return {process.pid for process in self.processes if process.pid is not None}
+
+    def _mark_gone(self, before: set[int]) -> None:
+        for pid in before - self._pids():
+            mark_dead(pid)
 
 
 def tune_garbage_collector() -> None:

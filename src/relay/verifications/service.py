@@ -24,6 +24,7 @@ from relay.errors import (
 )
 from relay.events.models import EventType
 from relay.ids import new_id
+from relay.metrics import observe
 from relay.phone import Destination
 from relay.sms.text import render_sms
 from relay.verifications import events, store
@@ -207,6 +208,7 @@ class VerificationService:
             expires_at=now + timedelta(seconds=request.ttl),
         )
         await store.insert_verification(tx, caller.scope, new, now)
+        observe.verification_created(tx, livemode=caller.livemode)
         return _Opened(verification_id, code, new.locale, new.sender, new.expires_at)
 
     async def _resend(self, tx: Tx, scope: Scope, verification_id: str, now: datetime) -> _Opened:
@@ -308,6 +310,7 @@ class VerificationService:
             return await self._closed(tx, scope, target, now)
         verification = await self._load(tx, scope, target)
         if status is Status.APPROVED:
+            observe.verification_approved(tx, livemode=verification.livemode)
             await events.record(tx, verification, EventType.VERIFICATION_APPROVED, now)
         elif status is Status.MAX_ATTEMPTS_REACHED:
             await events.record(tx, verification, EventType.VERIFICATION_MAX_ATTEMPTS_REACHED, now)

@@ -19,7 +19,7 @@ from relay import errors as e
 from relay.delivery.loop import run_dispatch
 from relay.events.delivery import run_delivery
 from relay.services import Services
-from relay.web import carrier_routes, event_routes, message_routes, routes
+from relay.web import carrier_routes, event_routes, message_routes, metrics_route, routes
 from relay.web.callers import base_url
 from relay.web.dispatch import routes as router_routes
 from relay.web.docs import api_page, errors_page
@@ -30,6 +30,7 @@ from relay.web.openapi import build_document
 from relay.web.operations import Call, Operation
 from relay.web.ratelimit import RateLimitMiddleware
 from relay.web.responses import JsonResponse
+from relay.web.route_names import RouteNames
 from relay.worker.sweeper import run_sweeper
 
 log = logging.getLogger("relay.app")
@@ -74,7 +75,11 @@ def create_app(services: Services, *, background: bool = True) -> Starlette:
     # → the router.
     app.add_middleware(IdempotencyMiddleware, services=services)
     app.add_middleware(RateLimitMiddleware, services=services)
-    app.add_middleware(EdgeMiddleware, trusted_proxies=services.settings.trusted_proxies)
+    app.add_middleware(
+        EdgeMiddleware,
+        trusted_proxies=services.settings.trusted_proxies,
+        route_name=RouteNames(app.routes),
+    )
     return app
 
 
@@ -99,6 +104,7 @@ def _pages(document: dict[str, Any]) -> list[Operation]:
 
     return [
         Operation("GET", "/healthz", healthz, "healthz", authenticated=False, in_schema=False),
+        metrics_route.OPERATION,
         Operation(
             "GET", "/v1/openapi.json", openapi_json, "openapi", authenticated=False, in_schema=False
         ),
