@@ -78,7 +78,7 @@ def serve(settings: Settings, *, demo: bool = False, workers: int = 1) -> int:
     if reason is not None:
         print(f"relay: {reason}", file=sys.stderr)
         return 2
-    configure(settings.log_level)
+    configure(settings.log_level, settings.log_format)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     upgrade(settings.resolved_database_url)
     paths = certificate(settings)
@@ -162,7 +162,7 @@ def tune_garbage_collector() -> None:
 
 def process_app(settings: Settings) -> Starlette:
     """Runs in each spawned server process, which owns its logging, pool and background work."""
-    configure(settings.log_level)
+    configure(settings.log_level, settings.log_format)
     app = create_app(build_services(settings))
     tune_garbage_collector()
     return app

@@ -19,7 +19,7 @@ from relay.worker.sweeper import run_sweeper
 
 
 def work(settings: Settings) -> int:
-    configure(settings.log_level)
+    configure(settings.log_level, settings.log_format)
     asyncio.run(_run(settings))
     return 0
 

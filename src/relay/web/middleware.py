@@ -13,6 +13,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from relay import errors as e
 from relay.config import IpNetwork
 from relay.ids import new_id
+from relay.log import begin_request, end_request
 from relay.metrics import observe
 from relay.web.bodies import replay
 from relay.web.callers import base_url
@@ -49,6 +50,13 @@ class EdgeMiddleware:
             await self.app(scope, receive, send)
             return
         request_id = new_id("req")
+        context = begin_request(request_id)
+        try:
+            await self._answer(scope, receive, send, request_id)
+        finally:
+            end_request(context)
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send, request_id: str) -> None:
         started = time.perf_counter()
         status_seen = 0
 
