@@ -14,6 +14,9 @@ is called in-process the same way as Relay, and its SQL is timed alone too.
 Usage:
   .venv/bin/python bench/in_process.py [--calls 400] [--concurrency 1] [--db sqlite|pg] [--floor]
   .venv/bin/python bench/in_process.py --smoke     # 40 calls, for CI
+  .venv/bin/python bench/in_process.py --no-metrics   # the cost of metrics, by difference
+  PROMETHEUS_MULTIPROC_DIR=$(mktemp -d) .venv/bin/python bench/in_process.py
+      # metrics as `relay serve --workers N` keeps them (files shared between processes)
 PostgreSQL: RELAY_BENCH_INPROCESS_PG, default postgresql://127.0.0.1:5432/relay_bench_inprocess;
 create it once: psql -h 127.0.0.1 -U postgres -c 'CREATE DATABASE relay_bench_inprocess'
 """
@@ -243,6 +246,23 @@ async def floor_sql(floor: Any, name: str, calls: int) -> float:
     return (time.perf_counter() - started) / calls * 1e6
 
 
+def switch_metrics_off() -> None:
+    from relay.metrics import observe
+
+    def nothing(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    for name in (
+        "verification_created",
+        "verification_approved",
+        "sms_attempt",
+        "sms_receipt",
+        "webhook_attempt",
+        "http_request",
+    ):
+        setattr(observe, name, nothing)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--db", choices=["sqlite", "pg"], default="sqlite")
@@ -253,7 +273,12 @@ def main() -> None:
     parser.add_argument(
         "--floor", action="store_true", help="SQLite: also the reference floor, in-process"
     )
+    parser.add_argument(
+        "--no-metrics", action="store_true", help="count nothing: every metrics call a no-op"
+    )
     args = parser.parse_args()
+    if args.no_metrics:
+        switch_metrics_off()
     if args.floor and args.db != "sqlite":
         raise SystemExit("--floor runs the floor on SQLite: use it with --db sqlite")
     if args.smoke:

@@ -105,9 +105,20 @@ class Settings(BaseSettings):
     sandbox_slow_delivery: float = Field(5.0, ge=0, le=3600)
 
     log_level: str = "info"
+    # `json`: one JSON object per line (docs/logging.md). Unset: text.
+    log_format: Literal["text", "json"] = "text"
+
+    # GET /metrics without a credential: loopback and these networks, direct connections
+    # only. With `metrics_token` set, that bearer token reads it from anywhere.
+    metrics_networks: Annotated[list[IpNetwork], NoDecode] = []
+    metrics_token: str | None = None
 
     @field_validator(
-        "trusted_proxies", "webhook_retry_schedule", "webhook_allowed_networks", mode="before"
+        "trusted_proxies",
+        "webhook_retry_schedule",
+        "webhook_allowed_networks",
+        "metrics_networks",
+        mode="before",
     )
     @classmethod
     def _comma_lists(cls, value: object) -> object:

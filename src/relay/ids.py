@@ -58,3 +58,12 @@ def is_id(value: str, prefix: str) -> bool:
         and len(body) == _BODY_LENGTH
         and all(c in _ALPHABET for c in body)
     )
+
+
+def created_ms(value: str) -> int:
+    """When an id was made: its 48-bit millisecond clock (Unix time), the first 10 digits."""
+    body = value.partition("_")[2]
+    ms = 0
+    for digit in body[:10]:
+        ms = ms * 32 + _ALPHABET.index(digit)
+    return ms

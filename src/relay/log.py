@@ -1,19 +1,68 @@
-"""Logs as one line per event: an action name and key=value fields.
+"""Logs as one line per event: an action name and key=value fields, or with
+`log_format = "json"` one JSON object per line.
 
 Fields are chosen by the code that logs them; request bodies, codes, keys and
 secrets are never passed in, and phone numbers only as their last four digits.
+The JSON form also enforces it on what it writes: fields named like a secret
+are left out, and anything shaped like a phone number, an API key or a
+webhook secret is masked, exception texts included.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
     "message",
     "asctime",
     "color_message",  # uvicorn's terminal-coloured duplicate of the message
+    "taskName",
 }
+
+# The request a log line was written in: its id, and the account, verification or
+# message it concerned once known. One dict per request, filled as the request goes.
+_REQUEST: ContextVar[dict[str, Any] | None] = ContextVar("relay_log_request", default=None)
+
+# Field names never written, whatever their value: `status_code` and `error_code` say
+# how something ended and are kept.
+_SECRET_NAMES = re.compile(
+    r"(^|_)(code|codes|secret|secrets|key|keys|password|token|authorization|body)$", re.I
+)
+_KEPT = frozenset({"status_code", "error_code"})
+_PHONE = re.compile(r"\+\d{4,11}(\d{4})\b")
+_CREDENTIAL = re.compile(r"\b(sk_(?:test|live)|whsec)_[A-Za-z0-9_\-]+")
+
+
+def begin_request(request_id: str) -> object:
+    """Start a request's context; hand the returned token to `end_request`."""
+    return _REQUEST.set({"request_id": request_id})
+
+
+def end_request(token: object) -> None:
+    _REQUEST.reset(token)  # type: ignore[arg-type]
+
+
+def bind(**fields: Any) -> None:
+    """Attach fields (account_id, verification_id, …) to the rest of this request's lines."""
+    current = _REQUEST.get()
+    if current is not None:
+        current.update(fields)
+
+
+def request_fields() -> dict[str, Any]:
+    return dict(_REQUEST.get() or {})
+
+
+def masked(text: str) -> str:
+    """Phone numbers as their last four digits; API keys and webhook secrets as their kind."""
+    return _CREDENTIAL.sub(r"\1_[redacted]", _PHONE.sub(r"…\1", text))
 
 
 class KeyValueFormatter(logging.Formatter):
@@ -30,9 +79,41 @@ class KeyValueFormatter(logging.Formatter):
         return line
 
 
-def configure(level: str = "info") -> None:
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, action, then the line's fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "action": masked(record.getMessage()),
+        }
+        fields = {**request_fields(), **record.__dict__}
+        for key, value in fields.items():
+            if key in _STANDARD or key in entry:
+                continue
+            if key not in _KEPT and _SECRET_NAMES.search(key):
+                continue
+            entry[key] = _safe(value)
+        if record.exc_info:
+            entry["exception"] = masked(self.formatException(record.exc_info))
+        return orjson.dumps(entry, default=str).decode()
+
+
+def _safe(value: Any) -> Any:
+    if isinstance(value, str):
+        return masked(value)
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return masked(str(value))
+
+
+def configure(level: str = "info", log_format: str = "text") -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(KeyValueFormatter())
+    handler.setFormatter(JsonFormatter() if log_format == "json" else KeyValueFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # Python's warnings go to stderr as text of their own; in JSON mode they become lines too.
+    logging.captureWarnings(log_format == "json")

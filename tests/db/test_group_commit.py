@@ -170,6 +170,40 @@ async def test_listeners_hear_only_committed_notices(db: Db) -> None:
     assert heard == ["events"]
 
 
+async def test_after_commit_callbacks_run_for_committed_units_only(db: Db) -> None:
+    ran: list[str] = []
+
+    def remembering(row_id: str, *, then_fail: bool = False):  # type: ignore[no-untyped-def]
+        async def unit(tx: Tx) -> str:
+            tx.after_commit(lambda: ran.append(row_id))
+            return await insert(row_id, then_fail=then_fail)(tx)
+
+        return unit
+
+    with pytest.raises(ValueError, match="alone-lost"):
+        await db.write(remembering("alone-lost", then_fail=True))
+    answers = await asyncio.gather(
+        *(db.write(remembering(f"b{n}", then_fail=n % 2 == 1)) for n in range(6)),
+        return_exceptions=True,
+    )
+    assert [isinstance(answer, ValueError) for answer in answers] == [False, True] * 3
+    assert sorted(ran) == ["b0", "b2", "b4"]
+
+
+async def test_a_unit_that_gave_way_runs_its_callback_once(db: Db) -> None:
+    ran: list[int] = []
+    tries: list[int] = []
+    victim = giving_way("victim", times=1, tries=tries)
+
+    async def unit(tx: Tx) -> str:
+        tx.after_commit(lambda: ran.append(1))
+        result: str = await victim(tx)
+        return result
+
+    assert await db.write(unit) == "victim"
+    assert ran == [1]
+
+
 async def test_a_tracer_sees_every_statement(db: Db) -> None:
     seen: list[Sql] = []
     db.trace(seen.append)

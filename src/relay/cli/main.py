@@ -24,6 +24,14 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, help="TOML settings file (env RELAY_CONFIG)")
 
 
+def _log_format(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        help="text (default) or one JSON object per line (env RELAY_LOG_FORMAT)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="relay", description="Relay: OTP by SMS, self-hosted.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -35,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-cert", type=Path)
     serve.add_argument("--tls-key", type=Path)
     serve.add_argument("--demo", action="store_true", help="create and print a demo account")
+    _log_format(serve)
     serve.add_argument(
         "--workers",
         type=int,
@@ -78,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         "worker", help="run background work only (expiry sweep, webhook delivery)"
     )
     _common(worker)
+    _log_format(worker)
 
     usage = commands.add_parser(
         "usage", help="print live sends per account, day, country, carrier and outcome"
@@ -109,7 +119,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-FLAGS = ("data_dir", "database_url", "config", "host", "port", "tls_cert", "tls_key")
+FLAGS = (
+    "data_dir",
+    "database_url",
+    "config",
+    "host",
+    "port",
+    "tls_cert",
+    "tls_key",
+    "log_format",
+)
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -157,10 +176,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         if args.command == "serve":
-            from relay.cli.serve import serve
+            from relay.metrics import directory
 
             workers = args.workers if args.workers is not None else settings.workers
-            return serve(settings, demo=args.demo, workers=workers)
+            # Before prometheus-client is loaded: it picks its storage on import.
+            metrics_dir = directory.prepare(workers)
+            from relay.cli.serve import serve
+
+            try:
+                return serve(settings, demo=args.demo, workers=workers)
+            finally:
+                if metrics_dir is not None:
+                    metrics_dir.remove()
         from relay.db.migrate import upgrade
 
         # A SQLite file can only be made in a directory that exists.

@@ -22,6 +22,7 @@ from relay.config import Settings
 from relay.db.migrate import upgrade
 from relay.db.urls import is_postgres
 from relay.log import configure
+from relay.metrics.directory import mark_dead
 from relay.services import build_services
 from relay.tls import CertificatePaths, ensure_self_signed
 from relay.web.app import create_app
@@ -93,7 +94,7 @@ def serve(settings: Settings, *, demo: bool = False, workers: int = 1) -> int:
 
 
 def _serve_on(sock: socket.socket, settings: Settings, *, demo: bool, workers: int) -> int:
-    configure(settings.log_level)
+    configure(settings.log_level, settings.log_format)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     upgrade(settings.resolved_database_url)
     paths = certificate(settings)
@@ -130,12 +131,33 @@ def _serve_processes(
     )
     # The children start listening as they come up; the socket is bound already.
     print(f"Relay listening on {url(settings.host, sock)} ({workers} processes)", flush=True)
-    supervisor = Multiprocess(config, sockets=[sock])
+    supervisor = _Supervisor(config, sockets=[sock])
     supervisor.run()
     if any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes):
         print("relay: a server process failed to start; see the log above", file=sys.stderr)
         return 1
     return 0
+
+
+class _Supervisor(Multiprocess):
+    """uvicorn's supervisor, telling the metrics directory which workers it replaced."""
+
+    def keep_subprocess_alive(self) -> None:
+        before = self._pids()
+        super().keep_subprocess_alive()
+        self._mark_gone(before)
+
+    def restart_all(self) -> None:
+        before = self._pids()
+        super().restart_all()
+        self._mark_gone(before)
+
+    def _pids(self) -> set[int]:
+        return {process.pid for process in self.processes if process.pid is not None}
+
+    def _mark_gone(self, before: set[int]) -> None:
+        for pid in before - self._pids():
+            mark_dead(pid)
 
 
 def tune_garbage_collector() -> None:
@@ -155,7 +177,7 @@ def tune_garbage_collector() -> None:
 
 def process_app(settings: Settings) -> Starlette:
     """Runs in each spawned server process, which owns its logging, pool and background work."""
-    configure(settings.log_level)
+    configure(settings.log_level, settings.log_format)
     app = create_app(build_services(settings))
     tune_garbage_collector()
     return app

@@ -17,7 +17,7 @@ from relay.worker.background import Background
 
 
 def work(settings: Settings) -> int:
-    configure(settings.log_level)
+    configure(settings.log_level, settings.log_format)
     asyncio.run(_run(settings))
     return 0
 

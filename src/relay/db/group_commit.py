@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from relay.db.sql import MustRetry, Tx
+from relay.db.sql import MustRetry, Notices, Tx
 
 T = TypeVar("T")
 Unit = Callable[[Tx], Awaitable[T]]
@@ -44,8 +44,8 @@ class Session(Protocol):
     @property
     def tx(self) -> Tx: ...
 
-    def take_notified(self) -> set[str]:
-        """The channels the unit that just ran notified; forgets them."""
+    def take_notified(self) -> Notices:
+        """What the unit that just ran asked for after commit; forgets it."""
         ...
 
     async def begin(self) -> None: ...
@@ -115,7 +115,7 @@ class GroupCommit:
 
     async def _commit(self, session: Session, batch: list[_Queued]) -> None:
         try:
-            outcomes, channels = await _run_batch(session, batch)
+            outcomes, notices = await _run_batch(session, batch)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 await session.rollback()
@@ -134,9 +134,15 @@ class GroupCommit:
             _fail_all(batch, error)
             return
         self.commits += 1
-        for channel in channels:
+        for channel in notices.channels:
             for callback in self._listeners.get(channel, ()):
                 callback()
+        for callback in notices.callbacks:
+            try:
+                callback()
+            except Exception:
+                # What ran after a commit cannot undo it, nor fail its units.
+                log.exception("db.after_commit_failed")
         for queued, (ok, value) in zip(batch, outcomes, strict=True):
             if queued.future.done():
                 continue
@@ -149,22 +155,23 @@ class GroupCommit:
 Outcome = tuple[bool, Any]
 
 
-async def _run_batch(session: Session, batch: list[_Queued]) -> tuple[list[Outcome], set[str]]:
-    """Each unit's outcome, and the channels the committed units notified."""
+async def _run_batch(session: Session, batch: list[_Queued]) -> tuple[list[Outcome], Notices]:
+    """Each unit's outcome, and what the committed units asked for after commit."""
     await session.begin()
     if len(batch) == 1:
         outcome = await _alone(session, batch[0].unit)
-        return [outcome], session.take_notified() if outcome[0] else set()
+        notified = session.take_notified()
+        return [outcome], notified if outcome[0] else Notices()
     outcomes: list[Outcome] = []
-    channels: set[str] = set()
+    notices = Notices()
     for queued in batch:
         outcome = await _in_savepoint(session, queued.unit)
         notified = session.take_notified()
         if outcome[0]:
-            channels |= notified
+            notices |= notified
         outcomes.append(outcome)
     await session.commit()
-    return outcomes, channels
+    return outcomes, notices
 
 
 async def _alone(session: Session, unit: Unit[Any]) -> Outcome:

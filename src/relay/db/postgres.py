@@ -23,6 +23,7 @@ from relay.db.sql import (
     Dialect,
     IntegrityViolation,
     MustRetry,
+    Notices,
     Params,
     Row,
     Sql,
@@ -100,7 +101,7 @@ class PostgresSession:
         self._connection: Any = None
         self.tx = PostgresTx(None)
 
-    def take_notified(self) -> set[str]:
+    def take_notified(self) -> Notices:
         return self.tx.take_notified()
 
     async def _run(self, sql: str) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
@@ -87,6 +88,11 @@ class Tx(Protocol):
         """Wake the channel's listeners once this unit has committed (never if it rolls back)."""
         ...
 
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once this unit has committed (never if it rolls back); write units
+        only. It runs on the writer, before the unit's caller is answered: keep it short."""
+        ...
+
     async def execute(self, statement: Sql, params: Params | None = None) -> int:
         """Run a statement; the number of rows it changed."""
         ...
@@ -98,14 +104,27 @@ class Tx(Protocol):
     async def fetchrow(self, statement: Sql, params: Params | None = None) -> Row | None: ...
 
 
+@dataclass
+class Notices:
+    """What units asked for once they have committed: channels to wake, callbacks to run."""
+
+    channels: set[str] = field(default_factory=set)
+    callbacks: list[Callable[[], None]] = field(default_factory=list)
+
+    def __ior__(self, other: Notices) -> Notices:
+        self.channels |= other.channels
+        self.callbacks += other.callbacks
+        return self
+
+
 class Channels:
-    """What every Tx shares: the channels its current unit notified, the tracer, and
-    turning a statement's parameters into its driver's values."""
+    """What every Tx shares: what its current unit asked for after commit, the tracer,
+    and turning a statement's parameters into its driver's values."""
 
     dialect: Dialect
 
     def __init__(self, trace: Trace | None = None) -> None:
-        self.notified: set[str] = set()
+        self.notified = Notices()
         self.trace = trace
 
     def traced(self, statement: Sql) -> Sql:
@@ -124,10 +143,13 @@ class Channels:
         return [values(statement, row, self.dialect) for row in rows]
 
     def notify(self, channel: str) -> None:
-        self.notified.add(channel)
+        self.notified.channels.add(channel)
 
-    def take_notified(self) -> set[str]:
-        taken, self.notified = self.notified, set()
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        self.notified.callbacks.append(callback)
+
+    def take_notified(self) -> Notices:
+        taken, self.notified = self.notified, Notices()
         return taken
 
 

@@ -23,6 +23,7 @@ from relay.db.sql import (
     DatabaseUnavailable,
     Dialect,
     IntegrityViolation,
+    Notices,
     Params,
     Row,
     Sql,
@@ -107,7 +108,7 @@ class SqliteSession:
         self.connection = connection
         self.tx = SqliteTx(connection)
 
-    def take_notified(self) -> set[str]:
+    def take_notified(self) -> Notices:
         return self.tx.take_notified()
 
     def _run(self, sql: str) -> None:

@@ -21,6 +21,7 @@ from relay.delivery.attempts import AttemptStatus
 from relay.delivery.jobs import Job, Step
 from relay.delivery.owners import Kind, Owner, OwnerRef, OwnerState
 from relay.delivery.store import AttemptRow, NewAttempt
+from relay.metrics import observe
 
 log = logging.getLogger("relay.delivery")
 
@@ -99,6 +100,8 @@ class Recorder:
     ) -> Step:
         """A carrier took the attempt; its answer may already be final (the sandbox)."""
         message_id = receipt.carrier_message_id
+        if receipt.final is not None:
+            observe.sms_receipt(tx, carrier=attempt.carrier, attempt_id=attempt.id)
         if receipt.final is not None and receipt.final.status == "delivered":
             # Sent and delivered in one UPDATE from queued, one owner load for both events.
             if not await store.record_delivered(
@@ -141,6 +144,7 @@ class Recorder:
                 attempt.status.value,
             )
             return Step()
+        observe.sms_receipt(tx, carrier=attempt.carrier, attempt_id=attempt.id)
         if report.status == "delivered":
             return await self._finish_delivered(tx, attempt, now, also_sent=False)
         expires_at = await self.expires_at(tx, attempt, now)
@@ -232,14 +236,20 @@ class Recorder:
     ) -> None:
         """Usage of the attempts a send wrote already answered (delivered or failed)."""
         for new in attempts:
-            if new.row.status is AttemptStatus.DELIVERED:
-                await self._count(tx, state, new.row, "delivered", now)
+            row = new.row
+            answered = row.status is AttemptStatus.FAILED and row.carrier_message_id is not None
+            if row.status is AttemptStatus.DELIVERED or answered:
+                # A final receipt came with the submit.
+                observe.sms_receipt(tx, carrier=row.carrier, attempt_id=row.id)
+            if row.status is AttemptStatus.DELIVERED:
+                await self._count(tx, state, row, "delivered", now)
             elif new.error is not None:
-                await self._count(tx, state, new.row, str(new.error["code"]), now)
+                await self._count(tx, state, row, str(new.error["code"]), now)
 
     async def _count(
         self, tx: Tx, state: OwnerState, attempt: AttemptRow, outcome: str, now: datetime
     ) -> None:
+        observe.sms_attempt(tx, carrier=attempt.carrier, country=state.country, outcome=outcome)
         if not state.livemode:
             return  # test keys never cost anything
         await usage.count(

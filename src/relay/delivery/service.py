@@ -163,8 +163,7 @@ class Delivery:
         await store.insert(tx, planned.attempts, now=now)
         views = [new.view(at=now, livemode=livemode) for new in planned.attempts]
         state = await self._owners[owner.kind].answered(tx, opened, views, planned.answers, now=now)
-        if state.livemode:
-            await self._record.count_answers(tx, state, planned.attempts, now)
+        await self._record.count_answers(tx, state, planned.attempts, now)
         if planned.throttled:
             self.wake.set()
         return Submitted(planned.job, None if planned.job else state.snapshot)

@@ -29,6 +29,7 @@ from datetime import datetime
 from relay.events.claims import Capacity, Finished
 from relay.events.service import EventService
 from relay.events.store import AttemptRecord, Claim
+from relay.metrics import observe
 from relay.webhooks import transport
 from relay.webhooks.guard import endpoint
 from relay.webhooks.signature import HEADER, sign
@@ -245,6 +246,8 @@ class DeliveryWorker:
                 continue
             step = following[index]
             _log_attempt(item, lease_lost=step is None)
+            if step is not None:
+                observe.webhook_attempt(step.status, seconds=(item.attempt.duration_ms or 0) / 1000)
             if step is not None and step.attempt_at is not None:
                 heapq.heappush(self._due, step.attempt_at)
                 # The loop may be asleep for a whole poll interval: let it

@@ -15,6 +15,7 @@ from relay.errors import RelayError, ResourceMissing
 from relay.events.models import EventType
 from relay.idempotency import claims
 from relay.idempotency.claims import Pending
+from relay.metrics import observe
 from relay.verifications import events, store
 from relay.verifications.models import (
     Status,
@@ -129,6 +130,7 @@ class Checks:
             approved_at=now if approved else current.approved_at,
         )
         if approved:
+            observe.verification_approved(tx, livemode=verification.livemode)
             await events.record(tx, verification, EventType.VERIFICATION_APPROVED, now)
         elif counted.status is Status.MAX_ATTEMPTS_REACHED:
             await events.record(tx, verification, EventType.VERIFICATION_MAX_ATTEMPTS_REACHED, now)

@@ -27,6 +27,7 @@ from relay.events.models import EventType
 from relay.idempotency import claims
 from relay.idempotency.claims import Pending
 from relay.ids import new_id
+from relay.metrics import observe
 from relay.phone import Destination
 from relay.sms.text import render_sms
 from relay.verifications import events, store
@@ -216,7 +217,9 @@ class VerificationService:
             webhook_url=request.webhook_url,
             expires_at=now + timedelta(seconds=request.ttl),
         )
-        return _Opened(code, await store.insert_verification(tx, caller.scope, new, now))
+        opened = await store.insert_verification(tx, caller.scope, new, now)
+        observe.verification_created(tx, livemode=caller.livemode)
+        return _Opened(code, opened)
 
     async def _resend(self, tx: Tx, scope: Scope, verification_id: str, now: datetime) -> _Opened:
         current = await store.require(tx, scope, verification_id)

@@ -16,7 +16,7 @@ from starlette.responses import HTMLResponse, Response
 
 from relay import errors as e
 from relay.services import Services
-from relay.web import carrier_routes, event_routes, message_routes, routes
+from relay.web import carrier_routes, event_routes, message_routes, metrics_route, routes
 from relay.web.api_reference import api_page
 from relay.web.callers import base_url
 from relay.web.dispatch import routes as router_routes
@@ -29,6 +29,7 @@ from relay.web.operations import Call, Operation
 from relay.web.ratelimit import RateLimitMiddleware
 from relay.web.readiness import Readiness
 from relay.web.responses import JsonResponse
+from relay.web.route_names import RouteNames
 from relay.worker.background import Background
 
 log = logging.getLogger("relay.app")
@@ -73,7 +74,11 @@ def create_app(services: Services, *, background: bool = True) -> Starlette:
     # → the router.
     app.add_middleware(IdempotencyMiddleware, services=services)
     app.add_middleware(RateLimitMiddleware, services=services)
-    app.add_middleware(EdgeMiddleware, trusted_proxies=services.settings.trusted_proxies)
+    app.add_middleware(
+        EdgeMiddleware,
+        trusted_proxies=services.settings.trusted_proxies,
+        route_name=RouteNames(app.routes),
+    )
     return app
 
 
@@ -102,6 +107,7 @@ def _pages(document: dict[str, Any], readiness: Readiness) -> list[Operation]:
     return [
         Operation("GET", "/healthz", healthz, "healthz", authenticated=False, in_schema=False),
         Operation("GET", "/readyz", readyz, "readyz", authenticated=False, in_schema=False),
+        metrics_route.OPERATION,
         Operation(
             "GET", "/v1/openapi.json", openapi_json, "openapi", authenticated=False, in_schema=False
         ),

@@ -7,6 +7,7 @@ from starlette.types import Scope
 from relay.accounts.models import Caller
 from relay.accounts.service import AccountService
 from relay.errors import AuthenticationFailed
+from relay.log import bind
 
 _SCOPE_KEY = "relay.caller"
 
@@ -28,6 +29,8 @@ async def scope_caller(scope: Scope, accounts: AccountService) -> Caller | None:
         except AuthenticationFailed:
             scope[_SCOPE_KEY] = None
     found: Caller | None = scope[_SCOPE_KEY]
+    if found is not None:
+        bind(account_id=found.account_id, livemode=found.livemode)
     return found
 
 

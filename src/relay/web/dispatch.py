@@ -34,6 +34,8 @@ class PathEndpoint:
     def __init__(self, operations: Iterable[Operation], services: Services) -> None:
         self.services = services
         self.by_method = {operation.method: operation for operation in operations}
+        # The template, read for metric labels (`relay.web.route_names`).
+        self.path = next(iter(self.by_method.values())).path
         if "GET" in self.by_method:
             self.by_method["HEAD"] = self.by_method["GET"]
 

@@ -6,6 +6,7 @@ from starlette.responses import Response
 
 from relay.errors import ResourceMissing
 from relay.ids import is_id
+from relay.log import bind
 from relay.messages.service import SendRequest
 from relay.web.fields import require_locale, require_webhook_url
 from relay.web.operations import Call, Operation
@@ -25,6 +26,7 @@ async def send(call: Call) -> Response:
         webhook_url=body.webhook_url,
     )
     message = await app.messages.send(call.who, request)
+    bind(message_id=message.id)
     return JsonResponse(message.to_api())
 
 
@@ -33,6 +35,7 @@ async def retrieve(call: Call) -> Response:
     if not is_id(message_id, "msg"):
         raise ResourceMissing(f"No such message: {message_id}", param="id")
     message = await call.services.messages.retrieve(call.who, message_id)
+    bind(message_id=message.id)
     return JsonResponse(message.to_api())
 
 

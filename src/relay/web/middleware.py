@@ -6,13 +6,15 @@ import asyncio
 import ipaddress
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from relay import errors as e
 from relay.config import IpNetwork
 from relay.ids import new_id
+from relay.log import begin_request, end_request
+from relay.metrics import observe
 from relay.web.bodies import replay
 from relay.web.callers import base_url
 from relay.web.errors import error_response
@@ -31,15 +33,30 @@ log = logging.getLogger("relay.http")
 
 
 class EdgeMiddleware:
-    def __init__(self, app: ASGIApp, *, trusted_proxies: Sequence[IpNetwork] = ()) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        trusted_proxies: Sequence[IpNetwork] = (),
+        route_name: Callable[[Scope], str] | None = None,
+    ) -> None:
         self.app = app
         self.trusted_proxies = tuple(trusted_proxies)
+        # Counts every answer under its route template when given (`relay.web.route_names`).
+        self.route_name = route_name
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         request_id = new_id("req")
+        context = begin_request(request_id)
+        try:
+            await self._answer(scope, receive, send, request_id)
+        finally:
+            end_request(context)
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send, request_id: str) -> None:
         started = time.perf_counter()
         status_seen = 0
 
@@ -71,6 +88,7 @@ class EdgeMiddleware:
                     raise
                 answer = error_response(e.InternalError(), base_url=base_url(scope))
                 await answer(scope, receive, send_with_id)
+        elapsed = time.perf_counter() - started
         log.info(
             "http.request",
             extra={
@@ -78,9 +96,11 @@ class EdgeMiddleware:
                 "method": scope["method"],
                 "path": scope["path"],
                 "status": status_seen,
-                "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                "duration_ms": round(elapsed * 1000, 2),
             },
         )
+        if self.route_name is not None:
+            observe.http_request(self.route_name(scope), scope["method"], status_seen, elapsed)
 
     def _refusal(self, scope: Scope) -> e.RelayError | None:
         if not self._is_https(scope):

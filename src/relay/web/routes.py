@@ -8,6 +8,7 @@ from starlette.responses import Response
 
 from relay.errors import ParameterInvalid, ParameterMissing, ResourceMissing
 from relay.ids import is_id
+from relay.log import bind
 from relay.verifications.models import Verification
 from relay.verifications.service import CreateRequest
 from relay.verifications.store import ListQuery
@@ -26,6 +27,7 @@ from relay.web.schemas import (
 
 
 def _render(verification: Verification, now: datetime) -> Response:
+    bind(verification_id=verification.id)
     return JsonResponse(verification.to_api(now))
 
 

@@ -1,0 +1,51 @@
+"""The text `/metrics` answers: this process's values, or every worker's added up when
+`relay serve --workers N` runs them in multiprocess mode, and the outbox gauges."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client import multiprocess as multiprocess_mode
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
+
+from relay.metrics import families  # noqa: F401  (registers the families before a scrape)
+from relay.metrics.directory import in_use
+from relay.metrics.outbox import Backlog
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class _Outbox(Collector):
+    def __init__(self, backlogs: Sequence[Backlog]) -> None:
+        self._backlogs = backlogs
+
+    def collect(self) -> Iterator[Metric]:
+        depth = GaugeMetricFamily(
+            "relay_outbox_depth",
+            "Items waiting to go out: SMS attempts not yet submitted, undelivered webhooks.",
+            labels=["kind"],
+        )
+        oldest = GaugeMetricFamily(
+            "relay_outbox_oldest_seconds",
+            "Seconds the oldest waiting item of each kind has waited (0 when none waits).",
+            labels=["kind"],
+        )
+        for backlog in self._backlogs:
+            depth.add_metric([backlog.kind], backlog.depth)
+            oldest.add_metric([backlog.kind], backlog.oldest_seconds)
+        yield depth
+        yield oldest
+
+
+def render(backlogs: Sequence[Backlog]) -> bytes:
+    if in_use():
+        counted = CollectorRegistry()
+        multiprocess_mode.MultiProcessCollector(counted)  # type: ignore[no-untyped-call]
+    else:
+        counted = REGISTRY
+    outbox = CollectorRegistry()
+    outbox.register(_Outbox(backlogs))
+    return generate_latest(counted) + generate_latest(outbox)
