@@ -30,18 +30,14 @@ _DELIVERED = Sql(
 )
 
 
-class ReplayRefused(InvalidRequest):
-    code = "replay_refused"
-
-
 async def replay(events: EventService, scope: Scope, event_id: str) -> AttemptRecord:
     row = await events.db.read(lambda tx: tx.fetchrow(_EVENT, {**scope.params(), "id": event_id}))
     if row is None:
         raise ResourceMissing(f"No such event: {event_id}", param="id")
     if row["webhook_url"] is None:
-        raise ReplayRefused("This event has no webhook_url: there is nothing to replay.")
+        raise InvalidRequest("This event has no webhook_url: there is nothing to replay.")
     if row["delivery_status"] == "pending":
-        raise ReplayRefused("This delivery is still being retried; wait for it to finish.")
+        raise InvalidRequest("This delivery is still being retried; wait for it to finish.")
     secrets = await events.signing_secrets(scope.account_id)
     payload = str(row["payload"]).encode()
     at = events.now()
@@ -76,5 +72,5 @@ async def replay(events: EventService, scope: Scope, event_id: str) -> AttemptRe
     try:
         await events.db.write(keep)
     except IntegrityViolation:
-        raise ReplayRefused("Another replay of this delivery was recorded first.") from None
+        raise InvalidRequest("Another replay of this delivery was recorded first.") from None
     return record
