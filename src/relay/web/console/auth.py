@@ -64,9 +64,15 @@ def same_origin(request: Request) -> bool:
     return origin is not None and origin == base_url(request.scope)
 
 
+def _session(console: Console, request: Request) -> Session | None:
+    """The cookie's session, checked against the services' clock (tests move it)."""
+    now = console.services.clock.now().timestamp()
+    return console.sessions.read(request.cookies.get(COOKIE), now=now)
+
+
 async def current(console: Console, request: Request) -> Session:
     """The request's live session, or Refused with the sign-in page."""
-    session = console.sessions.read(request.cookies.get(COOKIE), now=console.services.clock.now().timestamp())
+    session = _session(console, request)
     if session is not None and not session.is_admin and not await _key_active(console, session):
         session = None
     if session is None:
@@ -123,7 +129,7 @@ def _signin_page(problem: str | None = None, *, status: int = 200) -> Response:
 
 
 async def signin_page(console: Console, request: Request) -> Response:
-    session = console.sessions.read(request.cookies.get(COOKIE), now=console.services.clock.now().timestamp())
+    session = _session(console, request)
     if session is not None:
         return RedirectResponse("/console/overview", status_code=303, headers=HEADERS)
     return _signin_page()
