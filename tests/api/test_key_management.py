@@ -15,6 +15,7 @@ import pytest
 from relay.accounts.models import ApiKey, NewAccount
 from relay.accounts.service import AccountService
 from relay.config import Settings
+from relay.db.sql import Sql
 from relay.errors import RelayError
 from relay.services import build_services
 from tests.api.test_auth import UNKNOWN_KEY, assert_401
@@ -228,3 +229,37 @@ def test_behind_a_trusted_proxy_the_forwarded_client_address_is_the_one_checked(
     assert_401(call("10.1.2.3, 203.0.113.9"))
     noted = the_test_key(behind_proxy.settings, account)
     assert noted.last_refused_reason == "address 203.0.113.9 outside 10.0.0.0/8"
+
+
+def key_statements(server: RunningServer, request: Callable[[], httpx.Response]) -> list[str]:
+    """The first word of each statement on api_keys the server ran while answering `request`
+    (background loops share the tracer, so only the key's table is counted)."""
+    seen: list[str] = []
+
+    def trace(statement: Sql) -> None:
+        if "api_keys" in statement.text:
+            seen.append(statement.text.split()[0].upper())
+
+    server.services.db.trace(trace)
+    try:
+        request()
+    finally:
+        server.services.db.trace(None)
+    return seen
+
+
+def test_a_request_adds_one_lookup_and_no_write(server: RunningServer, api: httpx.Client) -> None:
+    created = api.post(URL, json={"to": "+14155552671"}).json()
+    # The first request of the minute has noted the key's use; the next writes nothing.
+    seen = key_statements(server, lambda: api.get(f"{URL}/{created['id']}"))
+    assert seen == ["SELECT"]
+
+
+def test_refusals_under_attack_cost_one_lookup_each_and_one_note_a_minute(
+    server: RunningServer, account: NewAccount, api: httpx.Client
+) -> None:
+    key = the_test_key(server.settings, account)
+    manage(server.settings, lambda accounts: accounts.restrict_key(key.id, ELSEWHERE))
+    assert key_statements(server, lambda: api.get(URL)) == ["SELECT", "UPDATE"]
+    for _ in range(5):
+        assert key_statements(server, lambda: api.get(URL)) == ["SELECT"]
