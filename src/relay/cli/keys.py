@@ -85,13 +85,8 @@ def describe(key: ApiKey) -> str:
     return "  ".join(parts)
 
 
-def _show(key: ApiKey, args: argparse.Namespace, **secret: str) -> None:
-    if args.json:
-        print(json.dumps({**key_document(key), **secret}))
-    else:
-        print(describe(key))
-        for name, value in secret.items():
-            print(f"{name} {value}")
+def _show(key: ApiKey, args: argparse.Namespace) -> None:
+    print(json.dumps(key_document(key)) if args.json else describe(key))
 
 
 async def run(services: Services, args: argparse.Namespace) -> int:
@@ -99,8 +94,12 @@ async def run(services: Services, args: argparse.Namespace) -> int:
     if args.action == "create":
         networks = None if args.networks is None else parse_networks(args.networks)
         key, raw = await accounts.create_key(args.account, args.mode, networks=networks)
-        _show(key, args, secret=raw)
-        if not args.json:
+        if args.json:
+            print(json.dumps({**key_document(key), "secret": raw}))
+        else:
+            # `KEY_ID SECRET` first, as scripts of earlier versions read it.
+            print(f"{key.id} {raw}")
+            print(describe(key))
             print("The key is shown once; Relay keeps only its hash.")
     elif args.action == "list":
         for key in await accounts.list_keys(args.account):
