@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint install clean bench
+.PHONY: run test test-long lint install clean bench
 
 # The Python client is its own distribution; installed beside the server so
 # `make test` runs its tests against a real `relay serve`.
@@ -24,6 +24,10 @@ run: $(STAMP)
 ## Lint, type-check and run the whole test suite (SQLite; set RELAY_TEST_DATABASE_URL for PostgreSQL).
 test: $(STAMP) lint
 	$(BIN)/pytest
+
+## The long profiles of the model-based test and of the fuzzing (RELAY_TEST_DATABASE_URL applies too).
+test-long: $(STAMP)
+	RELAY_MODEL_PROFILE=long RELAY_FUZZ_PROFILE=long $(BIN)/pytest tests/model tests/api/test_schemathesis.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench clients/python

@@ -114,6 +114,15 @@ class Settings(BaseSettings):
     metrics_networks: Annotated[list[IpNetwork], NoDecode] = []
     metrics_token: str | None = None
 
+    # The operator console at /console (docs/console.md). `admin_token` signs in to
+    # every account; unset, only an account's own API key signs in.
+    admin_token: str | None = Field(None, min_length=16)
+    # Seconds a console session lasts from sign-in.
+    console_session_seconds: int = Field(1800, ge=60, le=86400)
+    # Sign-in attempts per client address: the same moving window as the API's limit.
+    console_signin_rate: float = Field(0.2, gt=0)
+    console_signin_burst: int = Field(5, ge=1)
+
     @field_validator(
         "trusted_proxies",
         "webhook_retry_schedule",

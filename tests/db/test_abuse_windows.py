@@ -8,7 +8,7 @@ from functools import partial
 import pytest
 
 from relay.abuse import store
-from relay.abuse.models import Kind
+from relay.abuse.models import Kind, Totals
 from relay.accounts.models import Scope
 from relay.db.driver import Db
 from relay.db.sql import Sql
@@ -74,9 +74,9 @@ async def test_each_window_reads_its_own_counters_and_no_one_elses(db: Db) -> No
 
     found = await seen(db)
 
-    assert [(b.sends, b.approvals) for b in found.counters[(Kind.COUNTRY, "US")]] == [(5, 2)]
-    assert [(b.sends, b.failed_checks) for b in found.counters[(Kind.NUMBER, NUMBER)]] == [(3, 1)]
-    assert found.counters[(Kind.ACCOUNT, "")] == []
+    assert found.counters[(Kind.COUNTRY, "US")] == Totals(sends=5, approvals=2)
+    assert found.counters[(Kind.NUMBER, NUMBER)] == Totals(sends=3, failed_checks=1)
+    assert found.counters[(Kind.ACCOUNT, "")] == Totals()
     assert found.blocked == {}
     assert found.verifications == []
 
@@ -91,7 +91,24 @@ async def test_a_window_leaves_out_buckets_older_than_its_start(db: Db) -> None:
 
     found = await seen(db)
 
-    assert [b.start for b in found.counters[(Kind.ACCOUNT, "")]] == [recent]
+    assert found.counters[(Kind.ACCOUNT, "")] == Totals(sends=1)
+
+
+@pytest.mark.asyncio
+async def test_a_window_adds_up_every_shard_of_every_bucket(db: Db) -> None:
+    rows = [(Kind.COUNTRY, "US", 1, 0, 0), (Kind.NUMBER, NUMBER, 1, 0, 0)]
+    for minutes in (10, 10, 10, 40):
+        bucket = NOW - timedelta(minutes=minutes)
+        await db.write(partial(store.bump_many, scope=SCOPE, rows=rows, bucket=bucket))
+
+    found = await seen(db)
+    by_bucket = await db.read(lambda tx: store.window(tx, SCOPE, Kind.COUNTRY, "US", since=HOUR))
+    numbers = await db.read(lambda tx: store.window(tx, SCOPE, Kind.NUMBER, NUMBER, since=DAY))
+
+    assert found.counters[(Kind.COUNTRY, "US")] == Totals(sends=4)
+    assert sum(b.sends for b in by_bucket) == 4
+    # A number's row is its own, never split: one row per bucket.
+    assert sorted(b.sends for b in numbers) == [1, 3]
 
 
 @pytest.mark.asyncio

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Connection, create_engine
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from relay.db.driver import open_db
 from relay.db.migrate import downgrade, upgrade
+from relay.db.sql import Row, Sql
 from relay.db.tables import metadata
 from relay.db.urls import is_postgres, sync_url
 from tests.webhooks.receiver import isolated_database
@@ -49,5 +53,69 @@ def test_the_delivery_migration_downgrades_and_upgrades_again(
 ) -> None:
     url = isolated_database(database_url, "migrations_down", tmp_path)
     downgrade(url, "0003")
+    upgrade(url)
+    assert drift(url) == []
+
+
+WHEN = datetime(2026, 11, 25, 9, 0, tzinfo=UTC)
+
+
+def execute(url: str, sql: str, **params: Any) -> None:
+    async def go() -> None:
+        db = open_db(url)
+        try:
+            await db.write(lambda tx: tx.execute(Sql(sql), {"t": WHEN, **params}))
+        finally:
+            await db.close()
+
+    asyncio.run(go())
+
+
+def read_rows(url: str, sql: str) -> list[Row]:
+    async def go() -> list[Row]:
+        db = open_db(url)
+        try:
+            return await db.read(lambda tx: tx.fetch(Sql(sql)))
+        finally:
+            await db.close()
+
+    return asyncio.run(go())
+
+
+def _counter_rows(url: str) -> list[tuple[str, int, int]]:
+    rows = read_rows(
+        url,
+        "SELECT kind, sends, failed_checks FROM abuse_counters ORDER BY kind, sends",
+    )
+    return [(str(r["kind"]), int(r["sends"]), int(r["failed_checks"])) for r in rows]
+
+
+def test_counters_written_before_shards_keep_their_counts_through_the_shard_migration(
+    tmp_path: Path, database_url: str
+) -> None:
+    url = isolated_database(database_url, "migrations_shards", tmp_path)
+    downgrade(url, "0005")
+    execute(
+        url, "INSERT INTO accounts (id, name, brand, created_at) VALUES ('acct_m', 'M', 'M', :t)"
+    )
+    for kind, sends, failed in (("account", 7, 0), ("number", 2, 3)):
+        execute(
+            url,
+            "INSERT INTO abuse_counters (account_id, livemode, kind, subject, bucket, sends,"
+            " approvals, failed_checks) VALUES ('acct_m', true, :kind, '', :t, :sends, 0, :failed)",
+            kind=kind,
+            sends=sends,
+            failed=failed,
+        )
+    upgrade(url)
+    assert _counter_rows(url) == [("account", 7, 0), ("number", 2, 3)]
+    # Two shards of one row are added back together on the way down.
+    execute(
+        url,
+        "INSERT INTO abuse_counters (account_id, livemode, kind, subject, bucket, shard, sends,"
+        " approvals, failed_checks) VALUES ('acct_m', true, 'account', '', :t, 5, 4, 0, 0)",
+    )
+    downgrade(url, "0005")
+    assert _counter_rows(url) == [("account", 11, 0), ("number", 2, 3)]
     upgrade(url)
     assert drift(url) == []

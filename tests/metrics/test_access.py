@@ -89,7 +89,10 @@ def test_a_given_metrics_directory_is_emptied_at_start(
 def test_several_workers_get_a_fresh_directory_removed_at_exit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv(directory.ENV, raising=False)
+    # Set then deleted through monkeypatch, so the variable `prepare` sets is undone after
+    # the test: later tests' subprocesses must not inherit a removed directory.
+    monkeypatch.setenv(directory.ENV, "unset-after-the-test")
+    monkeypatch.delenv(directory.ENV)
     assert directory.prepare(1) is None
     prepared = directory.prepare(2)
     assert prepared is not None

@@ -141,7 +141,8 @@ class Receiver:
     """Paths: /ok 200 · /error 500 · /redirect 302 · /hang never answers ·
     /huge 200 with an endless body · /slow 200 after 50 ms · /late 200 after
     `LATE` seconds (in flight while a test stops Relay) · /flaky 500 for
-    the first two deliveries of each event id, then 200 · /switch hangs
+    the first two deliveries of each event id, then 200 · /once 500 for the
+    first delivery of each event id, then 200 · /switch hangs
     while `hanging` is set, else 200."""
 
     port: int = 0
@@ -203,6 +204,9 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(0.05)
         if path == "/late":
             time.sleep(LATE)
+        if path == "/once":
+            event_id = json.loads(body)["id"]
+            return self._reply(500 if receiver.seen(event_id) <= 1 else 200)
         if path == "/flaky":
             event_id = json.loads(body)["id"]
             return self._reply(500 if receiver.seen(event_id) <= 2 else 200)

@@ -59,6 +59,15 @@ class Bucket:
     failed_checks: int = 0
 
 
+@dataclass(frozen=True)
+class Totals:
+    """A window's counters added up (over its buckets and their shards)."""
+
+    sends: int = 0
+    approvals: int = 0
+    failed_checks: int = 0
+
+
 def bucket_of(now: datetime) -> datetime:
     steps = (now - _EPOCH) // BUCKET
     return _EPOCH + steps * BUCKET

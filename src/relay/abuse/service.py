@@ -18,6 +18,7 @@ from relay.abuse.models import (
     GuardMode,
     Kind,
     Rules,
+    Totals,
     bucket_of,
     looks_like_pumping,
     prefix_of,
@@ -89,12 +90,13 @@ class AbuseGuard:
         now: datetime,
     ) -> RateLimitError | None:
         """The decision on what `look` saw. Writes only a new pumping block."""
-        counters = seen.counters
+        number = destination.e164
+        failed = seen.counters[(Kind.NUMBER, number)].failed_checks
         return (
             (self._too_many_verifications(seen, scope, now) if opens else None)
-            or self._failed_checks(counters[(Kind.NUMBER, destination.e164)], scope, now)
+            or await self.before_check(tx, scope, number, failed_checks=failed, now=now)
             or await self._pumping(tx, scope, destination, seen, now)
-            or self._daily_cap(counters[(Kind.ACCOUNT, "")], now)
+            or await self._daily_cap(tx, scope, seen.counters[(Kind.ACCOUNT, "")].sends, now)
         )
 
     async def record_send(
@@ -187,19 +189,24 @@ class AbuseGuard:
                     return DestinationBlocked(retry_after=seconds_until(until, now))
         return None
 
-    def _spiking(self, kind: Kind, buckets: list[Bucket]) -> bool:
+    def _spiking(self, kind: Kind, totals: Totals) -> bool:
         min_sends = (
             self.rules.prefix_min_sends if kind is Kind.PREFIX else self.rules.country_min_sends
         )
         return looks_like_pumping(
-            sum(b.sends for b in buckets),
-            sum(b.approvals for b in buckets),
+            totals.sends,
+            totals.approvals,
             min_sends=min_sends,
             min_conversion=self.rules.min_conversion,
         )
 
-    def _daily_cap(self, buckets: list[Bucket], now: datetime) -> RateLimitError | None:
+    async def _daily_cap(
+        self, tx: Tx, scope: Scope, sends: int, now: datetime
+    ) -> RateLimitError | None:
         """Stops the bleeding when the pumping guard misses: SMS cost money per segment."""
+        if sends < self.rules.daily_sms_cap:
+            return None
+        buckets = await store.window(tx, scope, Kind.ACCOUNT, "", since=window_start(now, DAY))
         counts = [(b.start, b.sends) for b in buckets]
         wait = wait_for_buckets(counts, cap=self.rules.daily_sms_cap, length=DAY, now=now)
         return None if wait is None else DailyCapReached(retry_after=wait)

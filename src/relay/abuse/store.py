@@ -6,23 +6,26 @@ so concurrent requests in several processes add up instead of overwriting each o
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from relay.abuse.models import Bucket, Kind
+from relay.abuse.models import Bucket, Kind, Totals
 from relay.accounts.models import Scope
 from relay.db.sql import Row, Sql, Tx, moment
 
+# Shards of each shared counter row: enough that concurrent sends rarely pick the same.
+SHARDS = 8
 _SCOPE = "account_id = :scope_account AND livemode = :scope_livemode"
 _COUNTS = "bucket, sends, approvals, failed_checks"
 
 _BUMP = Sql(
-    "INSERT INTO abuse_counters (account_id, livemode, kind, subject, bucket, sends,"
+    "INSERT INTO abuse_counters (account_id, livemode, kind, subject, bucket, shard, sends,"
     " approvals, failed_checks) VALUES (:account_id, :livemode, :kind, :subject, :bucket,"
-    " :sends, :approvals, :failed_checks)"
-    " ON CONFLICT (account_id, livemode, kind, subject, bucket) DO UPDATE SET"
+    " :shard, :sends, :approvals, :failed_checks)"
+    " ON CONFLICT (account_id, livemode, kind, subject, bucket, shard) DO UPDATE SET"
     " sends = abuse_counters.sends + excluded.sends,"
     " approvals = abuse_counters.approvals + excluded.approvals,"
     " failed_checks = abuse_counters.failed_checks + excluded.failed_checks"
@@ -44,11 +47,14 @@ _BLOCKS = 2
 # Typed NULLs: PostgreSQL resolves a UNION's column types from the first parts on.
 _NO_TEXT = "CAST(NULL AS text)"
 _NO_TIME = "CAST(NULL AS timestamp with time zone)"
+# Each window added up in SQL: a day's window is 288 buckets (times their shards), and
+# only a refusal needs them one by one (to say when the cap lifts).
 _COUNTER_PART = (
-    f"SELECT 'counter' AS part, kind, subject, bucket AS at, {_NO_TIME} AS until, sends,"
-    f" approvals, failed_checks, {_NO_TEXT} AS id, {_NO_TEXT} AS status"
-    f" FROM abuse_counters WHERE {_SCOPE}"
+    f"SELECT 'counter' AS part, kind, subject, {_NO_TIME} AS at, {_NO_TIME} AS until,"
+    " SUM(sends) AS sends, SUM(approvals) AS approvals, SUM(failed_checks) AS failed_checks,"
+    f" {_NO_TEXT} AS id, {_NO_TEXT} AS status FROM abuse_counters WHERE {_SCOPE}"
     " AND kind = :kind_{i} AND subject = :subject_{i} AND bucket >= :since_{i}"
+    " GROUP BY kind, subject"
 )
 _BLOCK_PART = (
     f"SELECT 'block', kind, subject, {_NO_TIME}, blocked_until, 0, 0, 0, {_NO_TEXT}, {_NO_TEXT}"
@@ -104,6 +110,7 @@ def _counter(
     subject: str,
     *,
     bucket: datetime,
+    shard: int,
     sends: int,
     approvals: int,
     failed_checks: int,
@@ -114,6 +121,8 @@ def _counter(
         "kind": kind.value,
         "subject": subject,
         "bucket": bucket,
+        # A number's row is its own; only rows every send shares are split.
+        "shard": 0 if kind is Kind.NUMBER else shard,
         "sends": sends,
         "approvals": approvals,
         "failed_checks": failed_checks,
@@ -139,7 +148,7 @@ class SendContext:
     """What `before_send` read: each window's buckets, each block's end, the number's
     pending or recently opened verifications."""
 
-    counters: dict[tuple[Kind, str], list[Bucket]] = field(default_factory=dict)
+    counters: dict[tuple[Kind, str], Totals] = field(default_factory=dict)
     blocked: dict[tuple[Kind, str], datetime] = field(default_factory=dict)
     verifications: list[NumberVerification] = field(default_factory=list)
 
@@ -161,12 +170,12 @@ async def before_send(
         params.update({f"kind_{i}": kind.value, f"subject_{i}": subject, f"since_{i}": since})
     for i, (kind, subject) in enumerate(blocks):
         params.update({f"block_kind_{i}": kind.value, f"block_subject_{i}": subject})
-    found = SendContext(counters={(k, s): [] for k, s, _ in windows})
+    found = SendContext(counters={(k, s): Totals() for k, s, _ in windows})
     for row in await tx.fetch(_BEFORE_SEND, params):
         part = row["part"]
         if part == "counter":
-            found.counters[(Kind(row["kind"]), row["subject"])].append(
-                Bucket(moment(row["at"]), row["sends"], row["approvals"], row["failed_checks"])
+            found.counters[(Kind(row["kind"]), row["subject"])] = Totals(
+                int(row["sends"]), int(row["approvals"]), int(row["failed_checks"])
             )
         elif part == "block":
             found.blocked[(Kind(row["kind"]), row["subject"])] = moment(row["until"])
@@ -190,6 +199,7 @@ async def bump_many(
     bucket: datetime,
 ) -> None:
     """Add (kind, subject, sends, approvals, failed_checks) to several counters at once."""
+    shard = secrets.randbelow(SHARDS)
     await tx.executemany(
         _BUMP,
         [
@@ -198,6 +208,7 @@ async def bump_many(
                 kind,
                 subject,
                 bucket=bucket,
+                shard=shard,
                 sends=sends,
                 approvals=approvals,
                 failed_checks=failed_checks,

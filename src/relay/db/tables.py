@@ -295,6 +295,9 @@ abuse_counters = Table(
     Column("kind", String(16), primary_key=True),
     Column("subject", String(16), primary_key=True),
     Column("bucket", UtcDateTime, primary_key=True),
+    # Shared rows (account, country, prefix) are split over a few shards, one picked
+    # per send: on PostgreSQL concurrent upserts of one row wait for each other's commit.
+    Column("shard", Integer, primary_key=True, server_default=text("0")),
     Column("sends", Integer, nullable=False, server_default=text("0")),
     Column("approvals", Integer, nullable=False, server_default=text("0")),
     Column("failed_checks", Integer, nullable=False, server_default=text("0")),

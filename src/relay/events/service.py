@@ -79,6 +79,11 @@ class EventService:
     def now(self) -> datetime:
         return self._clock.now()
 
+    @property
+    def db(self) -> Db:
+        """For use cases of their own modules (`relay.events.replay`)."""
+        return self._db
+
     async def retrieve(self, caller: Caller, event_id: str) -> StoredEvent:
         found = await self._db.read(
             lambda tx: store.load(

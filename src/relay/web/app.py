@@ -16,7 +16,7 @@ from starlette.responses import HTMLResponse, Response
 
 from relay import errors as e
 from relay.services import Services
-from relay.web import carrier_routes, event_routes, message_routes, metrics_route, routes
+from relay.web import carrier_routes, console, event_routes, message_routes, metrics_route, routes
 from relay.web.api_reference import api_page
 from relay.web.callers import base_url
 from relay.web.dispatch import routes as router_routes
@@ -65,7 +65,10 @@ def create_app(services: Services, *, background: bool = True) -> Starlette:
 
     document = build_document(API)
     app = Starlette(
-        routes=router_routes([*API, *_pages(document, Readiness.of(services))], services),
+        routes=[
+            *router_routes([*API, *_pages(document, Readiness.of(services))], services),
+            *console.routes(services),
+        ],
         lifespan=lifespan,
         exception_handlers={HTTPException: _on_http_error},
     )

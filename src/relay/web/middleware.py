@@ -28,6 +28,8 @@ _SHORT_BODY = e.InvalidRequest(
 _WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
 # Providers post delivery status callbacks as HTML forms (Twilio does).
 CALLBACK_PREFIX = "/v1/carriers/"
+# The console's pages post HTML forms too (relay.web.console).
+CONSOLE_PREFIX = "/console/"
 _FORM = b"application/x-www-form-urlencoded"
 log = logging.getLogger("relay.http")
 
@@ -114,8 +116,9 @@ class EdgeMiddleware:
         has_body = length not in (None, b"0") or b"transfer-encoding" in headers
         if scope["method"] in _WITH_BODY and has_body:
             media = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
-            is_callback = scope["path"].startswith(CALLBACK_PREFIX)
-            if media != b"application/json" and not (is_callback and media == _FORM):
+            path = scope["path"]
+            is_form_path = path.startswith(CALLBACK_PREFIX) or path.startswith(CONSOLE_PREFIX)
+            if media != b"application/json" and not (is_form_path and media == _FORM):
                 return e.ContentTypeInvalid()
         return None
 

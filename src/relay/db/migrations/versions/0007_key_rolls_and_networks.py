@@ -4,8 +4,8 @@ A rolled key keeps working until `expires_at`; a key with `networks` answers
 only requests from those CIDR ranges. `last_used_at` and the last refusal are
 notes written at most once per key per minute by each process, never per request.
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-11-25 09:00:00
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006"
-down_revision = "0005"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,1 @@
+"""What the operator console reads: aggregates and timelines over the stored tables."""
