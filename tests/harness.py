@@ -128,6 +128,7 @@ class ServerThread:
             ssl_keyfile=os.fspath(self.cert.key),
             log_config=None,
             access_log=False,
+            proxy_headers=False,
             http=RelayHttpProtocol,
         )
         self.server = uvicorn.Server(config)

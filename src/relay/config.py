@@ -39,7 +39,8 @@ class Settings(BaseSettings):
     port: int = Field(8443, ge=0, le=65535)
     tls_cert: Path | None = None
     tls_key: Path | None = None
-    # Plain HTTP is accepted only from these proxies, and only with X-Forwarded-Proto: https.
+    # Plain HTTP is accepted only from these proxies, and only with X-Forwarded-Proto: https;
+    # their X-Forwarded-For names the client for keys restricted to networks (relay.web.peers).
     trusted_proxies: Annotated[list[IpNetwork], NoDecode] = []
     public_url: str | None = None
     # API processes of `relay serve` on one port (PostgreSQL only above 1).

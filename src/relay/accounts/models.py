@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import phonenumbers
 
@@ -57,14 +57,27 @@ class Caller:
         return Scope(account_id=self.account_id, livemode=self.livemode)
 
 
+KeyState = Literal["active", "rolling", "expired", "revoked"]
+
+
 @dataclass(frozen=True)
 class ApiKey:
+    """A key as the operator sees it: never its secret, only its last 4 characters."""
+
     id: str
     account_id: str
     livemode: bool
     last4: str
     created_at: datetime
     revoked_at: datetime | None
+    # Set by a roll: the key answers until then ("rolling"), then never ("expired").
+    expires_at: datetime | None = None
+    # CIDR ranges the key answers from; None means anywhere.
+    networks: tuple[str, ...] | None = None
+    last_used_at: datetime | None = None
+    last_refused_at: datetime | None = None
+    last_refused_reason: str | None = None
+    state: KeyState = "active"
 
     @property
     def mode(self) -> Mode:
@@ -73,6 +86,29 @@ class ApiKey:
     @property
     def redacted(self) -> str:
         return f"{key_prefix(self.mode)}…{self.last4}"
+
+
+def key_state(revoked_at: datetime | None, expires_at: datetime | None, now: datetime) -> KeyState:
+    if revoked_at is not None:
+        return "revoked"
+    if expires_at is None:
+        return "active"
+    return "rolling" if expires_at > now else "expired"
+
+
+class NewKey(NamedTuple):
+    """A created key and its secret, shown this once (only its hash is kept)."""
+
+    key: ApiKey
+    secret: str
+
+
+class RolledKey(NamedTuple):
+    """A roll: the new key with its secret (shown once) and the previous key, now rolling."""
+
+    key: ApiKey
+    secret: str
+    previous: ApiKey
 
 
 @dataclass(frozen=True)

@@ -2,23 +2,35 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from relay.accounts import store
+from relay.accounts import key_store, store
+from relay.accounts.access import (
+    DEFAULT_OVERLAP,
+    IpAddress,
+    check_overlap,
+    refusal,
+    stored_networks,
+)
 from relay.accounts.models import (
     MAX_ACTIVE_KEYS_PER_MODE,
     ApiKey,
     Caller,
     Mode,
     NewAccount,
+    NewKey,
+    RolledKey,
     key_mode,
     key_prefix,
 )
+from relay.accounts.notes import KeyNotes
 from relay.clock import Clock
+from relay.config import IpNetwork
 from relay.crypto import Keyring, generate_secret, hash_api_key
 from relay.db.driver import Db
 from relay.db.sql import Tx
-from relay.errors import AuthenticationFailed, InvalidRequest, ResourceMissing
+from relay.errors import AuthenticationFailed, InvalidRequest, RelayError, ResourceMissing
 from relay.ids import new_id
 
 
@@ -34,6 +46,7 @@ class AccountService:
         self._db = db
         self._keyring = keyring
         self._clock = clock
+        self._notes = KeyNotes(db)
 
     async def create_account(self, name: str, *, brand: str | None = None) -> NewAccount:
         now = self._clock.now()
@@ -66,40 +79,92 @@ class AccountService:
         ):
             raise ResourceMissing(f"No account {account_id}.")
 
-    async def create_key(self, account_id: str, mode: Mode) -> tuple[ApiKey, str]:
+    async def create_key(
+        self, account_id: str, mode: Mode, *, networks: Sequence[IpNetwork] | None = None
+    ) -> NewKey:
+        """A new key (its secret in the answer, this once), optionally restricted to ranges."""
         now = self._clock.now()
         raw = generate_secret(key_prefix(mode))
 
         async def work(tx: Tx) -> ApiKey:
             if not await store.account_exists(tx, account_id):
                 raise ResourceMissing(f"No account {account_id}.")
-            if (
-                await store.active_key_count(tx, account_id, livemode=mode == "live")
-                >= MAX_ACTIVE_KEYS_PER_MODE
-            ):
+            livemode = mode == "live"
+            count = await key_store.unexpired_key_count(tx, account_id, livemode=livemode, now=now)
+            if count >= MAX_ACTIVE_KEYS_PER_MODE:
                 raise KeyLimitReached()
-            return await _insert_key(tx, account_id, raw, now)
+            return await _insert_key(tx, account_id, raw, now, stored_networks(networks))
 
-        return await self._db.write(work), raw
+        return NewKey(await self._db.write(work), raw)
 
     async def list_keys(self, account_id: str | None = None) -> list[ApiKey]:
-        return await self._db.read(lambda tx: store.list_keys(tx, account_id))
-
-    async def revoke_key(self, key_id: str) -> None:
         now = self._clock.now()
-        if not await self._db.write(lambda tx: store.revoke_key(tx, key_id, now=now)):
-            raise ResourceMissing(f"No active key {key_id}.")
+        return await self._db.read(lambda tx: key_store.list_keys(tx, account_id, now=now))
 
-    async def authenticate(self, raw_key: str | None) -> Caller:
+    async def key(self, key_id: str) -> ApiKey:
+        now = self._clock.now()
+        found = await self._db.read(lambda tx: key_store.key(tx, key_id, now=now))
+        if found is None:
+            raise ResourceMissing(f"No key {key_id}.")
+        return found
+
+    async def revoke_key(self, key_id: str) -> ApiKey:
+        """Refused from the next request on, by every process: nothing caches a key."""
+        now = self._clock.now()
+        revoked = await self._db.write(lambda tx: key_store.revoke_key(tx, key_id, now=now))
+        if revoked is None:
+            raise ResourceMissing(f"No active key {key_id}.")
+        return revoked
+
+    async def roll_key(self, key_id: str, overlap: float = DEFAULT_OVERLAP) -> RolledKey:
+        """A new key for the same account, mode and ranges; the previous one keeps
+        answering for `overlap` seconds (at most 24 h), then is refused."""
+        now = self._clock.now()
+        ends = now + timedelta(seconds=check_overlap(overlap))
+        secrets: list[str] = []
+
+        async def work(tx: Tx) -> tuple[ApiKey, ApiKey]:
+            previous = await key_store.start_roll(tx, key_id, ends=ends, now=now)
+            if previous is None:
+                raise await _roll_refusal(tx, key_id, now)
+            raw = generate_secret(key_prefix(previous.mode))
+            secrets.append(raw)
+            networks = None if previous.networks is None else list(previous.networks)
+            return await _insert_key(tx, previous.account_id, raw, now, networks), previous
+
+        key, previous = await self._db.write(work)
+        # A unit may run again after a retry: the secret is the one of the run that committed.
+        return RolledKey(key, secrets[-1], previous)
+
+    async def restrict_key(self, key_id: str, networks: Sequence[IpNetwork] | None) -> ApiKey:
+        """Only requests from `networks` may use the key (None: from anywhere)."""
+        now = self._clock.now()
+        stored = stored_networks(networks)
+        restricted = await self._db.write(
+            lambda tx: key_store.restrict_key(tx, key_id, stored, now=now)
+        )
+        if restricted is None:
+            raise ResourceMissing(f"No active key {key_id}.")
+        return restricted
+
+    async def authenticate(self, raw_key: str | None, client: IpAddress | None = None) -> Caller:
+        """The caller, from the one lookup of every request; `client` is the request's
+        address (the TCP peer, or what a trusted proxy says)."""
         # One answer for every failure, so probing reveals nothing about which keys exist.
         if raw_key is None or key_mode(raw_key) is None:
             raise AuthenticationFailed()
         key_hash = hash_api_key(raw_key)
         # One statement, outside any transaction: this runs on every request.
-        caller = await self._db.read(lambda tx: store.caller_for_hash(tx, key_hash))
-        if caller is None:
+        found = await self._db.read(lambda tx: key_store.find_key(tx, key_hash))
+        if found is None:
             raise AuthenticationFailed()
-        return caller
+        now = self._clock.now()
+        reason = refusal(found, now=now, client=client)
+        if reason is not None:
+            await self._notes.refused(found.caller.key_id, reason, now)
+            raise AuthenticationFailed()
+        await self._notes.used(found.caller.key_id, now)
+        return found.caller
 
     async def roll_webhook_secret(self, account_id: str, *, overlap: float) -> tuple[str, datetime]:
         """A new whsec_ secret (returned once) and when the previous ones stop signing.
@@ -125,8 +190,10 @@ class AccountService:
         return secret, ends
 
 
-async def _insert_key(tx: Tx, account_id: str, raw: str, now: datetime) -> ApiKey:
-    return await store.insert_key(
+async def _insert_key(
+    tx: Tx, account_id: str, raw: str, now: datetime, networks: list[str] | None = None
+) -> ApiKey:
+    return await key_store.insert_key(
         tx,
         key_id=new_id("key"),
         account_id=account_id,
@@ -134,4 +201,15 @@ async def _insert_key(tx: Tx, account_id: str, raw: str, now: datetime) -> ApiKe
         key_hash=hash_api_key(raw),
         last4=raw[-4:],
         now=now,
+        networks=networks,
+    )
+
+
+async def _roll_refusal(tx: Tx, key_id: str, now: datetime) -> RelayError:
+    found = await key_store.key(tx, key_id, now=now)
+    if found is None or found.state == "revoked":
+        return ResourceMissing(f"No active key {key_id}.")
+    return InvalidRequest(
+        f"Key {key_id} is {found.state}; only an active key rolls (roll its successor).",
+        param="key_id",
     )

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from relay.carriers.registry import CarrierConfigError
+from relay.cli import keys
 from relay.cli.checks import check, check_file, unsafe_for_live
 from relay.config import Settings, load_settings
 from relay.errors import RelayError
@@ -104,18 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     config_check.add_argument("file", type=Path)
 
-    keys = commands.add_parser("keys", help="manage API keys")
-    keys_commands = keys.add_subparsers(dest="action", required=True)
-    key_create = keys_commands.add_parser("create", help="create a key (printed once)")
-    _common(key_create)
-    key_create.add_argument("--account", required=True)
-    key_create.add_argument("--mode", choices=["test", "live"], required=True)
-    key_list = keys_commands.add_parser("list", help="list keys (never their secret)")
-    _common(key_list)
-    key_list.add_argument("--account")
-    key_revoke = keys_commands.add_parser("revoke", help="revoke a key")
-    _common(key_revoke)
-    key_revoke.add_argument("key_id")
+    keys.add_parser(commands, _common)
     return parser
 
 
@@ -237,7 +227,7 @@ async def _manage(settings: Settings, args: argparse.Namespace) -> int:
                     "The keys and the secret are shown once; Relay keeps only hashes of the keys."
                 )
             return 0
-        return await _keys(services, args)
+        return await keys.run(services, args)
     finally:
         await services.close()
 
@@ -300,21 +290,6 @@ async def _roll_webhook_secret(services: Any, args: argparse.Namespace) -> int:
     else:
         print("\n".join(f"{k:27} {v}" for k, v in payload.items()))
         print("The secret is shown once. Until the previous one expires, both sign deliveries.")
-    return 0
-
-
-async def _keys(services: Any, args: argparse.Namespace) -> int:
-    if args.action == "create":
-        key, raw = await services.accounts.create_key(args.account, args.mode)
-        print(f"{key.id} {raw}")
-        print("The key is shown once; Relay keeps only its hash.")
-    elif args.action == "list":
-        for key in await services.accounts.list_keys(args.account):
-            state = "revoked" if key.revoked_at else "active"
-            print(f"{key.id} {key.account_id} {key.mode:4} {key.redacted} {state}")
-    else:
-        await services.accounts.revoke_key(args.key_id)
-        print(f"revoked {args.key_id}")
     return 0
 
 

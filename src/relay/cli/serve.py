@@ -197,6 +197,9 @@ def _uvicorn_config(
         log_config=None,
         access_log=False,
         server_header=False,
+        # uvicorn would believe X-Forwarded-For from loopback whatever trusted_proxies
+        # says; relay.web.peers alone decides who the client is.
+        proxy_headers=False,
         http=RelayHttpProtocol,
         timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout),
     )

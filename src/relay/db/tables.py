@@ -68,6 +68,14 @@ api_keys = Table(
     Column("last4", String(4), nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     Column("revoked_at", UtcDateTime),
+    # Migration 0006. A rolled key answers until expires_at; a key with networks
+    # (CIDR strings) answers only requests from them; NULL means anywhere.
+    Column("expires_at", UtcDateTime),
+    Column("networks", JSON),
+    # Notes for the operator, written at most once per key per minute per process.
+    Column("last_used_at", UtcDateTime),
+    Column("last_refused_at", UtcDateTime),
+    Column("last_refused_reason", String(200)),
     Index("ix_api_keys_account", "account_id", "livemode"),
 )
 

@@ -72,7 +72,7 @@ async def _run(
             document = decode_json(raw)
     caller = None
     if operation.authenticated:
-        caller = await scope_caller(scope, services.accounts)
+        caller = await scope_caller(scope, services)
         if caller is None:
             raise e.AuthenticationFailed()
     query = _query(operation, scope) if operation.in_schema else None

@@ -43,7 +43,7 @@ class IdempotencyMiddleware:
         if raw_key is None or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        caller = await scope_caller(scope, self.services.accounts)
+        caller = await scope_caller(scope, self.services)
         if caller is None:
             await self.app(scope, receive, send)  # the route answers 401, and nothing is kept
             return

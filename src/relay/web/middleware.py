@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -18,6 +17,7 @@ from relay.metrics import observe
 from relay.web.bodies import replay
 from relay.web.callers import base_url
 from relay.web.errors import error_response
+from relay.web.peers import is_trusted_peer
 
 MAX_BODY = 64 * 1024
 # Seconds a request may wait for the rest of a body it has started to send.
@@ -125,14 +125,7 @@ class EdgeMiddleware:
     def _is_https(self, scope: Scope) -> bool:
         if scope.get("scheme") == "https":
             return True
-        client = scope.get("client")
-        if not client or not self.trusted_proxies:
-            return False
-        try:
-            address = ipaddress.ip_address(client[0])
-        except ValueError:
-            return False
-        if not any(address in network for network in self.trusted_proxies):
+        if not is_trusted_peer(scope, self.trusted_proxies):
             return False
         return dict(scope["headers"]).get(b"x-forwarded-proto") == b"https"
 

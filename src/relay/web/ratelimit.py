@@ -107,7 +107,7 @@ class RateLimitMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"].startswith("/v1/"):
-            caller = await scope_caller(scope, self.services.accounts)
+            caller = await scope_caller(scope, self.services)
             wait = None if caller is None else await self.limiter.acquire(caller.key_id)
             if wait is not None:
                 refusal = error_response(RateLimited(retry_after=wait), base_url=base_url(scope))

@@ -1,0 +1,177 @@
+"""SQL for API keys: create, list, roll, restrict, revoke, and the lookup of every request."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from relay.accounts.access import FoundKey
+from relay.accounts.models import ApiKey, Caller, key_state
+from relay.db.sql import Row, Sql, Tx, document, flag, moment, moment_or_none
+
+_KEY_COLUMNS = (
+    "id, account_id, livemode, last4, created_at, revoked_at, expires_at, networks,"
+    " last_used_at, last_refused_at, last_refused_reason"
+)
+
+# Keys that still answer: a rolling key counts until its overlap ends.
+_UNEXPIRED_KEY_COUNT = Sql(
+    "SELECT count(*) AS n FROM api_keys"
+    " WHERE account_id = :account AND livemode = :livemode AND revoked_at IS NULL"
+    " AND (expires_at IS NULL OR expires_at > :now)"
+)
+_INSERT_KEY = Sql(
+    "INSERT INTO api_keys (id, account_id, livemode, key_hash, last4, created_at, networks)"
+    " VALUES (:id, :account, :livemode, :key_hash, :last4, :now, :networks)"
+    f" RETURNING {_KEY_COLUMNS}"
+)
+_KEY = Sql(f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE id = :id")
+_ALL_KEYS = Sql(f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY account_id, id")
+_ACCOUNT_KEYS = Sql(
+    f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE account_id = :account ORDER BY account_id, id"
+)
+_REVOKE_KEY = Sql(
+    "UPDATE api_keys SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL"
+    f" RETURNING {_KEY_COLUMNS}"
+)
+# One statement decides the race between two rolls of one key: only an active key rolls.
+_START_ROLL = Sql(
+    "UPDATE api_keys SET expires_at = :at"
+    " WHERE id = :id AND revoked_at IS NULL AND expires_at IS NULL"
+    f" RETURNING {_KEY_COLUMNS}"
+)
+_RESTRICT_KEY = Sql(
+    "UPDATE api_keys SET networks = :networks WHERE id = :id AND revoked_at IS NULL"
+    " AND (expires_at IS NULL OR expires_at > :now)"
+    f" RETURNING {_KEY_COLUMNS}"
+)
+# The one read of every request, by the key's unique hash. The raw key never reaches SQL:
+# it is found by its SHA-256, so timing reveals nothing about how much of a guess matched.
+# Revoked and expired keys are read too, so that their refusal can be noted.
+_FIND_KEY = Sql(
+    "SELECT k.id, k.account_id, k.livemode, k.revoked_at, k.expires_at, k.networks,"
+    " a.brand, a.webotp_domain, a.allowed_countries"
+    " FROM api_keys k JOIN accounts a ON a.id = k.account_id"
+    " WHERE k.key_hash = :hash"
+)
+_NOTE_USE = Sql("UPDATE api_keys SET last_used_at = :now WHERE id = :id")
+_NOTE_REFUSAL = Sql(
+    "UPDATE api_keys SET last_refused_at = :now, last_refused_reason = :reason WHERE id = :id"
+)
+
+
+async def unexpired_key_count(tx: Tx, account_id: str, *, livemode: bool, now: datetime) -> int:
+    params = {"account": account_id, "livemode": livemode, "now": now}
+    row = await tx.fetchrow(_UNEXPIRED_KEY_COUNT, params)
+    assert row is not None
+    return int(row["n"])
+
+
+async def insert_key(
+    tx: Tx,
+    *,
+    key_id: str,
+    account_id: str,
+    livemode: bool,
+    key_hash: str,
+    last4: str,
+    now: datetime,
+    networks: list[str] | None = None,
+) -> ApiKey:
+    """The key as stored (RETURNING: no second read)."""
+    params = {
+        "id": key_id,
+        "account": account_id,
+        "livemode": livemode,
+        "key_hash": key_hash,
+        "last4": last4,
+        "now": now,
+        "networks": networks,
+    }
+    row = await tx.fetchrow(_INSERT_KEY, params)
+    assert row is not None
+    return _key_from_row(row, now)
+
+
+def _networks(value: object) -> tuple[str, ...] | None:
+    # JSON `null` and SQL NULL both mean anywhere.
+    found = document(value)
+    return None if found is None else tuple(found)
+
+
+def _key_from_row(row: Row, now: datetime) -> ApiKey:
+    revoked_at = moment_or_none(row["revoked_at"])
+    expires_at = moment_or_none(row["expires_at"])
+    return ApiKey(
+        id=row["id"],
+        account_id=row["account_id"],
+        livemode=flag(row["livemode"]),
+        last4=row["last4"],
+        created_at=moment(row["created_at"]),
+        revoked_at=revoked_at,
+        expires_at=expires_at,
+        networks=_networks(row["networks"]),
+        last_used_at=moment_or_none(row["last_used_at"]),
+        last_refused_at=moment_or_none(row["last_refused_at"]),
+        last_refused_reason=row["last_refused_reason"],
+        state=key_state(revoked_at, expires_at, now),
+    )
+
+
+async def key(tx: Tx, key_id: str, *, now: datetime) -> ApiKey | None:
+    row = await tx.fetchrow(_KEY, {"id": key_id})
+    return None if row is None else _key_from_row(row, now)
+
+
+async def list_keys(tx: Tx, account_id: str | None, *, now: datetime) -> list[ApiKey]:
+    if account_id is None:
+        rows = await tx.fetch(_ALL_KEYS)
+    else:
+        rows = await tx.fetch(_ACCOUNT_KEYS, {"account": account_id})
+    return [_key_from_row(row, now) for row in rows]
+
+
+async def revoke_key(tx: Tx, key_id: str, *, now: datetime) -> ApiKey | None:
+    row = await tx.fetchrow(_REVOKE_KEY, {"id": key_id, "now": now})
+    return None if row is None else _key_from_row(row, now)
+
+
+async def start_roll(tx: Tx, key_id: str, *, ends: datetime, now: datetime) -> ApiKey | None:
+    """The key, now ending at `ends`; None unless it was active (not revoked nor rolling)."""
+    row = await tx.fetchrow(_START_ROLL, {"id": key_id, "at": ends})
+    return None if row is None else _key_from_row(row, now)
+
+
+async def restrict_key(
+    tx: Tx, key_id: str, networks: list[str] | None, *, now: datetime
+) -> ApiKey | None:
+    row = await tx.fetchrow(_RESTRICT_KEY, {"id": key_id, "networks": networks, "now": now})
+    return None if row is None else _key_from_row(row, now)
+
+
+async def find_key(tx: Tx, key_hash: str) -> FoundKey | None:
+    row = await tx.fetchrow(_FIND_KEY, {"hash": key_hash})
+    if row is None:
+        return None
+    allowed = document(row["allowed_countries"])
+    caller = Caller(
+        account_id=row["account_id"],
+        brand=row["brand"],
+        webotp_domain=row["webotp_domain"],
+        livemode=flag(row["livemode"]),
+        key_id=row["id"],
+        allowed_countries=None if allowed is None else frozenset(allowed),
+    )
+    return FoundKey(
+        caller=caller,
+        revoked_at=moment_or_none(row["revoked_at"]),
+        expires_at=moment_or_none(row["expires_at"]),
+        networks=_networks(row["networks"]),
+    )
+
+
+async def note_use(tx: Tx, key_id: str, *, now: datetime) -> None:
+    await tx.execute(_NOTE_USE, {"id": key_id, "now": now})
+
+
+async def note_refusal(tx: Tx, key_id: str, reason: str, *, now: datetime) -> None:
+    await tx.execute(_NOTE_REFUSAL, {"id": key_id, "now": now, "reason": reason[:200]})

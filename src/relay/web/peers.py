@@ -1,0 +1,64 @@
+"""Who is on the other end of a request: the one place that reads a client's address.
+
+The TCP peer is the client unless it is one of `trusted_proxies`; then the
+client is the right-most address of `X-Forwarded-For` that is not itself a
+trusted proxy (a client may write anything to the left of what its proxy
+appends, so only what trusted proxies added is believed).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+
+from starlette.types import Scope
+
+from relay.accounts.access import IpAddress
+from relay.config import IpNetwork
+
+
+def peer_address(scope: Scope) -> IpAddress | None:
+    client = scope.get("client")
+    if not client:
+        return None
+    return _address(client[0])
+
+
+def is_trusted_peer(scope: Scope, trusted_proxies: Sequence[IpNetwork]) -> bool:
+    peer = peer_address(scope)
+    return peer is not None and _trusted(peer, trusted_proxies)
+
+
+def client_address(scope: Scope, trusted_proxies: Sequence[IpNetwork]) -> IpAddress | None:
+    """The request's client: the peer, or what trusted proxies say it is."""
+    peer = peer_address(scope)
+    if peer is None or not _trusted(peer, trusted_proxies):
+        return peer
+    hops = [
+        part.strip()
+        for name, value in scope["headers"]
+        if name == b"x-forwarded-for"
+        for part in value.decode("latin-1").split(",")
+    ]
+    for hop in reversed(hops):
+        address = _address(hop)
+        if address is None:
+            # Unreadable: believe nothing further left, the proxy is the client.
+            return peer
+        if not _trusted(address, trusted_proxies):
+            return address
+        peer = address
+    return peer
+
+
+def _trusted(address: IpAddress, networks: Sequence[IpNetwork]) -> bool:
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return any(address in network for network in networks)
+
+
+def _address(text: str) -> IpAddress | None:
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return None
