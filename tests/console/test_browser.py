@@ -1,7 +1,7 @@
 """The console in a real headless Chromium (Debian's `chromium`, driven by Playwright).
 
-With RELAY_CONSOLE_SCREENSHOTS=<dir> set, the overview and a timeline are saved
-there as PNGs (docs/console.md shows them).
+With RELAY_CONSOLE_SCREENSHOTS=<dir> set, the overview, a timeline and the Keys
+page are saved there as PNGs (docs/console.md shows them).
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from relay.accounts.models import NewAccount
+from tests.api.test_auth import assert_401
 from tests.console.scenario import Scenario, play
 from tests.harness import RunningServer, create_account
 from tests.webhooks.receiver import (
@@ -210,3 +212,93 @@ def test_an_admin_token_sees_every_account(page: Any, scenario: Scenario) -> Non
     assert int(p.text_content("#created")) >= 12
     p.goto(f"/console/verifications?account={other.id}&mode=test")
     assert p.locator("table tbody tr").count() == 12
+
+
+def fresh_account(server: RunningServer, name: str) -> NewAccount:
+    """An account of the test's own, made on another thread: Playwright's loop runs on this one."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(create_account, server.settings, name).result()
+
+
+def create_key_on_the_page(p: Any, networks: str = "") -> str:
+    p.goto("/console/keys")
+    p.fill("#new-networks", networks)
+    p.click("#create-key")
+    secret: str = p.text_content("#new-secret")
+    p.goto("/console/keys")
+    assert p.locator("#new-secret").count() == 0, "a secret is shown once"
+    assert secret not in p.content()
+    return secret
+
+
+def key_row(p: Any, secret: str) -> Any:
+    return p.locator("#keys tbody tr", has_text="…" + secret[-4:])
+
+
+def answer_of(server: RunningServer, secret: str) -> Any:
+    with server.client(secret) as api:
+        return api.get("/v1/verifications")
+
+
+def test_a_rolled_key_and_its_successor_both_work_until_the_overlap_ends(
+    page: Any, server: RunningServer
+) -> None:
+    p = page
+    account = fresh_account(server, "Keys roll")
+    sign_in(p, account.test_key)
+    old = create_key_on_the_page(p)
+    row = key_row(p, old)
+    row.locator("input[name=overlap]").fill("60")
+    row.locator("select[name=unit]").select_option("seconds")
+    row.locator("button", has_text="Roll").click()
+    new = p.text_content("#new-secret")
+    assert new.startswith("sk_test_")
+    assert new != old
+    p.goto("/console/keys")
+    assert key_row(p, old).locator(".state").text_content().startswith("rolling until ")
+    assert answer_of(server, old).status_code == 200
+    assert answer_of(server, new).status_code == 200
+    server.clock.offset += timedelta(seconds=61)
+    assert_401(answer_of(server, old))
+    assert answer_of(server, new).status_code == 200
+    p.goto("/console/keys")
+    assert key_row(p, old).locator(".state").text_content() == "expired"
+    assert "expired after roll" in key_row(p, old).locator(".refused").text_content()
+    assert key_row(p, new).locator(".state").text_content() == "active"
+
+
+def test_a_key_restricted_away_from_the_client_is_refused_and_the_page_says_why(
+    page: Any, server: RunningServer
+) -> None:
+    p = page
+    account = fresh_account(server, "Keys restrict")
+    sign_in(p, account.test_key)
+    secret = create_key_on_the_page(p)
+    assert answer_of(server, secret).status_code == 200
+    row = key_row(p, secret)
+    row.locator("input[name=networks]").fill("10.0.0.0/8")
+    row.locator("button", has_text="Restrict").click()
+    assert "10.0.0.0/8" in p.text_content("[role=status]")
+    assert_401(answer_of(server, secret))
+    p.goto("/console/keys")
+    row = key_row(p, secret)
+    assert row.locator(".networks").text_content() == "10.0.0.0/8"
+    assert "address 127.0.0.1 outside 10.0.0.0/8" in row.locator(".refused").text_content()
+    shoot(p, "console-keys.png")
+    row.locator("button", has_text="Lift restriction").click()
+    assert key_row(p, secret).locator(".networks").text_content() == "any"
+    assert answer_of(server, secret).status_code == 200
+
+
+def test_a_revoked_key_is_refused_at_once(page: Any, server: RunningServer) -> None:
+    p = page
+    account = fresh_account(server, "Keys revoke")
+    sign_in(p, account.test_key)
+    secret = create_key_on_the_page(p)
+    assert answer_of(server, secret).status_code == 200
+    key_row(p, secret).locator("button", has_text="Revoke").click()
+    assert "revoked" in p.text_content("[role=status]")
+    assert_401(answer_of(server, secret))
+    p.reload()
+    assert key_row(p, secret).locator(".state").text_content() == "revoked"
+    assert "revoked" in key_row(p, secret).locator(".refused").text_content()

@@ -43,15 +43,24 @@ def refusal(found: FoundKey, *, now: datetime, client: IpAddress | None) -> str 
         return "expired after roll"
     if found.networks is None:
         return None
-    allowed = parsed_networks(found.networks)
     if client is None:
         return "client address unknown, key restricted to " + ", ".join(found.networks)
-    # An IPv4 client reached over an IPv6 socket (::ffff:a.b.c.d) is that IPv4 client.
-    if isinstance(client, ipaddress.IPv6Address) and client.ipv4_mapped is not None:
-        client = client.ipv4_mapped
-    if any(client in network for network in allowed):
+    client = unmapped(client)
+    if admits(found.networks, client):
         return None
     return f"address {client} outside {', '.join(found.networks)}"
+
+
+def unmapped(client: IpAddress) -> IpAddress:
+    """An IPv4 client reached over an IPv6 socket (::ffff:a.b.c.d) is that IPv4 client."""
+    if isinstance(client, ipaddress.IPv6Address) and client.ipv4_mapped is not None:
+        return client.ipv4_mapped
+    return client
+
+
+def admits(networks: tuple[str, ...], client: IpAddress) -> bool:
+    """Whether `client` is inside one of a key's stored ranges."""
+    return any(unmapped(client) in network for network in parsed_networks(networks))
 
 
 @lru_cache(maxsize=1024)

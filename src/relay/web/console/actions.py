@@ -58,16 +58,9 @@ async def account_page(console: Console, request: Request) -> Response:
     if session.is_admin:
         body = "<p>Roll an account's webhook signing secret:</p>" + _roll_form(session, None)
     else:
-        keys = await console.services.accounts.list_keys(session.account_id)
-        rows = "".join(
-            f"<tr><td>{e(k.id)}</td><td>{e(k.redacted)}</td><td>{e(k.created_at)}</td>"
-            f"<td>{e(k.revoked_at or 'active')}</td></tr>"
-            for k in keys
-        )
         body = (
-            f"<p>Account <code>{e(session.account_id)}</code></p><h2>API keys</h2>"
-            "<table><thead><tr><th>Id</th><th>Key</th><th>Created</th><th>Revoked</th></tr>"
-            f"</thead><tbody>{rows}</tbody></table><h2>Webhook signing secret</h2>"
+            f"<p>Account <code>{e(session.account_id)}</code>. API keys are on the"
+            ' <a href="/console/keys">Keys</a> page.</p><h2>Webhook signing secret</h2>'
             "<p>A new secret is shown once; the previous one keeps signing for 24 hours,"
             " so receivers can switch without losing a delivery.</p>"
             + _roll_form(session, session.account_id)

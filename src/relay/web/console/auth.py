@@ -16,13 +16,15 @@ from urllib.parse import parse_qs
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from relay.accounts.access import IpAddress, admits
 from relay.accounts.models import Caller
 from relay.console.scope import View
-from relay.errors import AuthenticationFailed
+from relay.errors import AuthenticationFailed, ResourceMissing
 from relay.services import Services
 from relay.web.callers import base_url
 from relay.web.console.pages import HEADERS, e, page, refusal
 from relay.web.console.session import COOKIE, Session, Sessions, csrf_matches
+from relay.web.peers import client_address
 from relay.web.ratelimit import RequestRateLimiter
 
 
@@ -73,7 +75,11 @@ def _session(console: Console, request: Request) -> Session | None:
 async def current(console: Console, request: Request) -> Session:
     """The request's live session, or Refused with the sign-in page."""
     session = _session(console, request)
-    if session is not None and not session.is_admin and not await _key_active(console, session):
+    if (
+        session is not None
+        and not session.is_admin
+        and not await _key_answers(console, session, request)
+    ):
         session = None
     if session is None:
         expired = COOKIE in request.cookies
@@ -92,9 +98,24 @@ async def acting(console: Console, request: Request) -> tuple[Session, dict[str,
     return session, fields
 
 
-async def _key_active(console: Console, session: Session) -> bool:
-    keys = await console.services.accounts.list_keys(session.account_id)
-    return any(k.id == session.key_id and k.revoked_at is None for k in keys)
+async def _key_answers(console: Console, session: Session, request: Request) -> bool:
+    """Whether the session's key would still answer this client: not revoked, not past
+    its roll, and this address inside its ranges, as for an API request."""
+    assert session.key_id is not None
+    try:
+        key = await console.services.accounts.key(session.key_id)
+    except ResourceMissing:
+        return False
+    if key.state not in ("active", "rolling"):
+        return False
+    if key.networks is None:
+        return True
+    client = _client(console, request)
+    return client is not None and admits(key.networks, client)
+
+
+def _client(console: Console, request: Request) -> IpAddress | None:
+    return client_address(request.scope, console.services.settings.trusted_proxies)
 
 
 def view_of(session: Session, request: Request) -> View:
@@ -154,7 +175,9 @@ async def sign_in(console: Console, request: Request) -> Response:
         _, cookie = console.sessions.issue(kind="admin", now=now)
         return _signed_in(console, cookie)
     try:
-        caller = await console.services.accounts.authenticate(secret or None)
+        caller = await console.services.accounts.authenticate(
+            secret or None, _client(console, request)
+        )
     except AuthenticationFailed:
         return _signin_page("That key or token was not accepted.", status=401)
     _, cookie = console.sessions.issue(

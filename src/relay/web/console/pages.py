@@ -30,6 +30,7 @@ _NAV = (
     ("lookup", "/console/lookup", "Look-up"),
     ("lists", "/console/verifications", "Verifications"),
     ("events", "/console/events", "Events"),
+    ("keys", "/console/keys", "Keys"),
     ("account", "/console/account", "Account"),
 )
 
