@@ -69,6 +69,8 @@ def relay(tmp_path: Path, database_url: str, identity: Identity) -> Iterator[Rel
         RELAY_WEBHOOK_RETRY_SCHEDULE="0.2,0.4,0.8",
         RELAY_WEBHOOK_CONCURRENCY=str(SLOTS),
         RELAY_WEBHOOK_ENDPOINT_CONCURRENCY=str(PER_ENDPOINT),
+        # The hanging attempts are still in flight when the test stops the server.
+        RELAY_SHUTDOWN_TIMEOUT="1",
     )
     try:
         yield process
