@@ -316,6 +316,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pg-url", default="postgresql://127.0.0.1:5432/relay_soak")
     parser.add_argument("--seed", type=int, default=14)
     parser.add_argument("--smoke", action="store_true", help="about 20 s, for CI")
+    parser.add_argument("--keep", type=Path, help="work in this directory and keep it")
     args = parser.parse_args(argv)
     args.seconds = args.minutes * 60
     if args.smoke:
@@ -325,8 +326,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main() -> None:
     args = parse()
-    with tempfile.TemporaryDirectory(prefix="relay-soak-") as tmp:
-        tally, found = asyncio.run(soak(args, Path(tmp)))
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        tally, found = asyncio.run(soak(args, args.keep))
+    else:
+        with tempfile.TemporaryDirectory(prefix="relay-soak-") as tmp:
+            tally, found = asyncio.run(soak(args, Path(tmp)))
     if not report(args, tally, found):
         raise SystemExit(1)
 

@@ -20,7 +20,8 @@ class Check:
 
 
 # `:now` is the check's time; `:grace` how late a due thing may be and still count as
-# on its way (a loaded 2-core machine is slow, never stuck for this long).
+# on its way (a loaded 2-core machine is slow, never stuck for this long). Conditions
+# on nullable columns are written so that NULL makes a row a violation, not a pass.
 CHECKS = [
     Check(
         "at most max_checks checks counted per verification",
@@ -50,13 +51,14 @@ CHECKS = [
         "no attempt stuck queued or waiting for a receipt",
         "SELECT id, status AS found FROM attempts WHERE"
         " (status = 'queued' AND (lease_until IS NULL OR lease_until < :stale))"
-        " OR (status = 'sent' AND report_due_at < :stale)",
+        " OR (status = 'sent' AND (report_due_at IS NULL OR report_due_at < :stale))",
     ),
     Check(
         "every event with a webhook delivered, retrying on time, or dropped after the schedule",
         "SELECT id, delivery_status AS found FROM events WHERE webhook_url IS NOT NULL AND NOT ("
         " delivery_status = 'delivered'"
-        " OR (delivery_status = 'pending' AND (next_attempt_at >= :stale OR lease_until >= :now))"
+        " OR (delivery_status = 'pending' AND (coalesce(next_attempt_at >= :stale, false)"
+        "  OR coalesce(lease_until >= :now, false)))"
         " OR (delivery_status = 'dropped' AND attempt_count = :attempts_before_drop))",
     ),
     Check(
@@ -68,6 +70,8 @@ CHECKS = [
         "each event's attempt counter equals its recorded attempts",
         "SELECT e.id, e.attempt_count AS found FROM events e"
         " LEFT JOIN webhook_attempts w ON w.event_id = e.id"
+        # A claimed attempt is counted when claimed and recorded when it ends.
+        " WHERE e.lease_until IS NULL OR e.lease_until < :now"
         " GROUP BY e.id, e.attempt_count HAVING e.attempt_count <> count(w.id)",
     ),
     Check(
