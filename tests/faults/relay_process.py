@@ -134,7 +134,11 @@ class RelayProcess:
                 self.process.wait(timeout=20)
 
     def output(self) -> str:
-        return self.log.read_text(errors="replace")[-6000:] if self.log.exists() else ""
+        """The end of the log, for failure messages."""
+        return self.whole_log()[-6000:]
+
+    def whole_log(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
 
     def tls(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=os.fspath(self.cert))

@@ -161,7 +161,7 @@ async def test_a_full_disk_answers_503_keeps_the_file_intact_and_recovers_when_s
     database = mount / "relay.sqlite3"
     assert integrity(database) == ["ok"]
     assert set(answered) <= stored_ids(database)
-    assert "http.unhandled" not in relay.output()
+    assert "http.unhandled" not in relay.whole_log()
 
 
 @pytest.mark.slow
@@ -199,4 +199,4 @@ async def test_a_read_only_filesystem_stops_the_start_with_one_line_and_writes_r
     database = mount / "relay.sqlite3"
     assert integrity(database) == ["ok"]
     assert {before.json()["id"], after.json()["id"]} <= stored_ids(database)
-    assert "http.unhandled" not in relay.output()
+    assert "http.unhandled" not in relay.whole_log()
