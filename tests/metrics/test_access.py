@@ -89,7 +89,11 @@ def test_a_given_metrics_directory_is_emptied_at_start(
 def test_several_workers_get_a_fresh_directory_removed_at_exit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv(directory.ENV, raising=False)
+    # Set, then deleted: monkeypatch then restores the variable's absence at the end,
+    # which `prepare` sets in os.environ itself. Left set, it named a removed
+    # directory to every later `relay` subprocess of the session.
+    monkeypatch.setenv(directory.ENV, "")
+    monkeypatch.delenv(directory.ENV)
     assert directory.prepare(1) is None
     prepared = directory.prepare(2)
     assert prepared is not None
