@@ -46,11 +46,16 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.body", "body": body})
         return
     chunks = []
+    failing = str(scope["path"]).startswith("/fail")
     while True:
         message = await receive()
         chunks.append(message.get("body", b""))
         if not message.get("more_body"):
             break
+    if failing:
+        await send({"type": "http.response.start", "status": 500, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+        return
     try:
         kind = str(orjson.loads(b"".join(chunks)).get("type", "?"))
     except (orjson.JSONDecodeError, AttributeError):

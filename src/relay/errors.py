@@ -154,6 +154,11 @@ class NotReady(RelayError):
     default_message = "Relay is not ready to serve: a readiness check failed."
 
 
+class DatabaseUnreachable(RelayError):
+    code = "database_unavailable"
+    default_message = "The database is unavailable: retry shortly, with the same Idempotency-Key."
+
+
 class InternalError(RelayError):
     code = "internal_error"
 

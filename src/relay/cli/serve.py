@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
+from sqlalchemy.exc import DBAPIError
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
 
@@ -96,7 +97,14 @@ def serve(settings: Settings, *, demo: bool = False, workers: int = 1) -> int:
 def _serve_on(sock: socket.socket, settings: Settings, *, demo: bool, workers: int) -> int:
     configure(settings.log_level, settings.log_format)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    upgrade(settings.resolved_database_url)
+    try:
+        upgrade(settings.resolved_database_url)
+    except DBAPIError as error:
+        # A database that cannot be opened or written (read-only, full, down) is one
+        # line and exit 1, not a traceback.
+        problem = f"database: {error.orig}; is it reachable, writable and not full?"
+        print(f"relay: {problem}", file=sys.stderr)
+        return 1
     paths = certificate(settings)
     if demo:
         account = demo_account(settings)

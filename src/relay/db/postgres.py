@@ -50,7 +50,7 @@ _UNAVAILABLE = (
 
 
 @contextlib.contextmanager
-def _translated() -> Iterator[None]:
+def _translated(connection: Any = None) -> Iterator[None]:
     try:
         yield
     except asyncpg.IntegrityConstraintViolationError as error:
@@ -59,6 +59,12 @@ def _translated() -> Iterator[None]:
         raise MustRetry(str(error)) from error
     except _UNAVAILABLE as error:
         raise DatabaseUnavailable(str(error)) from error
+    except asyncpg.InternalClientError as error:
+        # A pooled connection the server cut while shutting down can fail its next
+        # statement this way ("cannot switch to state") rather than as a lost connection.
+        if connection is not None and connection.is_closed():
+            raise DatabaseUnavailable(str(error)) from error
+        raise
 
 
 class PostgresTx(Channels):
@@ -70,25 +76,25 @@ class PostgresTx(Channels):
 
     async def execute(self, statement: Sql, params: Params | None = None) -> int:
         args = self.bound(statement, params)
-        with _translated():
+        with _translated(self.connection):
             status: str = await self.connection.execute(statement.postgres, *args)
         count = status.rpartition(" ")[2]
         return int(count) if count.isdigit() else 0
 
     async def executemany(self, statement: Sql, rows: Sequence[Params]) -> None:
         many = self.bound_rows(statement, rows)
-        with _translated():
+        with _translated(self.connection):
             await self.connection.executemany(statement.postgres, many)
 
     async def fetch(self, statement: Sql, params: Params | None = None) -> list[Row]:
         args = self.bound(statement, params)
-        with _translated():
+        with _translated(self.connection):
             rows: list[Row] = await self.connection.fetch(statement.postgres, *args)
         return rows
 
     async def fetchrow(self, statement: Sql, params: Params | None = None) -> Row | None:
         args = self.bound(statement, params)
-        with _translated():
+        with _translated(self.connection):
             row: Row | None = await self.connection.fetchrow(statement.postgres, *args)
         return row
 

@@ -130,6 +130,12 @@ GUIDE: Mapping[str, tuple[str, str]] = {
         "Database: start it or fix the URL. Migrations: run `relay migrate`."
         " Carriers: check the SMSC.",
     ),
+    "database_unavailable": (
+        "The database did not answer or refused the connection (stopped, restarting,"
+        " unreachable, disk full or read-only).",
+        "Retry after `Retry-After` with the same `Idempotency-Key`; operators check"
+        " `/readyz` and the database.",
+    ),
     "internal_error": (
         "A fault in Relay itself; nothing about the request is known to be wrong.",
         "Retry with the same `Idempotency-Key`; report the `request_id` if it persists.",

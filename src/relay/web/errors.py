@@ -26,6 +26,7 @@ _HTTP: list[tuple[type[e.RelayError], int, str]] = [
     (e.RateLimitError, 429, "rate_limit_error"),
     (e.NoRouteAvailable, 503, "api_error"),
     (e.NotReady, 503, "api_error"),
+    (e.DatabaseUnreachable, 503, "api_error"),
 ]
 
 
@@ -58,6 +59,8 @@ def error_response(error: e.RelayError, *, base_url: str, allow: str | None = No
         headers["WWW-Authenticate"] = "Bearer"
     if isinstance(error, e.RateLimitError):
         headers["Retry-After"] = str(error.retry_after)
+    if isinstance(error, e.DatabaseUnreachable):
+        headers["Retry-After"] = "1"
     return JsonResponse(error_body(error, base_url=base_url), status_code=status, headers=headers)
 
 

@@ -11,6 +11,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from relay import errors as e
 from relay.config import IpNetwork
+from relay.db.sql import DatabaseUnavailable
 from relay.ids import new_id
 from relay.log import begin_request, end_request
 from relay.metrics import observe
@@ -83,6 +84,13 @@ class EdgeMiddleware:
         else:
             try:
                 await self.app(scope, replay(body, receive), send_with_id)
+            except DatabaseUnavailable as down:
+                # An outage, not a fault in Relay: one line, no trace, and a 503 to retry.
+                log.warning("http.database_unavailable %s", down, extra={"request_id": request_id})
+                if status_seen:
+                    raise
+                answer = error_response(e.DatabaseUnreachable(), base_url=base_url(scope))
+                await answer(scope, receive, send_with_id)
             except Exception:
                 # The trace goes to the log only; the client gets the bare envelope.
                 log.exception("http.unhandled", extra={"request_id": request_id})
