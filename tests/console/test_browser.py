@@ -161,6 +161,8 @@ def test_a_failed_delivery_is_replayed_and_the_receiver_gets_it(
     section = p.locator("section.event").first
     event_id = section.get_attribute("data-event")
     assert section.locator(".delivery-status").text_content() == "dropped"
+    # The receiver's own answer, shown with its attempt.
+    assert "refused by the test receiver" in (section.text_content() or "")
     assert len(receiver.for_event(event_id)) == 1
     section.locator("button", has_text="Replay delivery").click()
     assert "HTTP 200" in p.text_content("[role=status]")

@@ -221,13 +221,15 @@ class _Handler(BaseHTTPRequestHandler):
         return self._reply(statuses.get(path, 404))
 
     def _reply(self, status: int) -> int:
+        # A refusal says so in its body, as receivers do: the console shows its start.
+        body = b'{"error": "refused by the test receiver"}' if status >= 400 else b"{}"
         self.send_response(status)
         if status == 302:
             self.send_header("Location", "/ok")
-        self.send_header("Content-Length", "2")
+        self.send_header("Content-Length", str(len(body)))
         self.send_header("Connection", "close")
         self.end_headers()
-        self.wfile.write(b"{}")
+        self.wfile.write(body)
         return status
 
     def _stream_forever(self, receiver: Receiver) -> None:

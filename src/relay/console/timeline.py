@@ -49,7 +49,8 @@ _EVENTS = Sql(
 )
 _DELIVERIES = Sql(
     "SELECT w.event_id AS event_id, w.number AS number, w.at AS at,"
-    " w.status_code AS status_code, w.error AS error, w.duration_ms AS duration_ms"
+    " w.status_code AS status_code, w.error AS error, w.duration_ms AS duration_ms,"
+    " w.response_excerpt AS response_excerpt"
     " FROM webhook_attempts w JOIN events e ON e.id = w.event_id"
     " WHERE e.related_id = :id AND e.account_id = :account ORDER BY w.event_id, w.number"
 )
@@ -104,6 +105,7 @@ class Delivery:
     status_code: int | None
     error: str | None
     duration_ms: int | None
+    response_excerpt: str | None = None
 
 
 @dataclass(frozen=True)
@@ -171,7 +173,12 @@ async def timeline(tx: Tx, view: View, subject_id: str) -> Timeline | None:
     for r in await tx.fetch(_DELIVERIES, owner):
         deliveries.setdefault(r["event_id"], []).append(
             Delivery(
-                int(r["number"]), moment(r["at"]), r["status_code"], r["error"], r["duration_ms"]
+                int(r["number"]),
+                moment(r["at"]),
+                r["status_code"],
+                r["error"],
+                r["duration_ms"],
+                r["response_excerpt"],
             )
         )
     events = [

@@ -261,6 +261,8 @@ webhook_attempts = Table(
     Column("status_code", Integer),
     Column("error", String(32)),
     Column("duration_ms", Integer),
+    # The start of the receiver's answer, printable text only (`webhooks.excerpt`).
+    Column("response_excerpt", String(200)),
     # One row per attempt number: a second worker can never record the same attempt.
     Index("uq_webhook_attempts_number", "event_id", "number", unique=True),
 )

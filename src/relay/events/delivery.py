@@ -223,7 +223,9 @@ class DeliveryWorker:
             HEADER: sign(claim.payload, signing, timestamp=int(self._events.now().timestamp())),
         }
         result = await self._http().post(claim.webhook_url, claim.payload, headers)
-        return result.ok, AttemptRecord(at, result.status_code, result.error, result.duration_ms)
+        return result.ok, AttemptRecord(
+            at, result.status_code, result.error, result.duration_ms, result.excerpt
+        )
 
     async def _record_soon(self) -> None:
         await asyncio.sleep(RECORD_DELAY)

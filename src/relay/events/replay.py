@@ -59,7 +59,9 @@ async def replay(events: EventService, scope: Scope, event_id: str) -> AttemptRe
             result = await client.post(row["webhook_url"], payload, headers)
         finally:
             await client.aclose()
-        record = AttemptRecord(at, result.status_code, result.error, result.duration_ms)
+        record = AttemptRecord(
+            at, result.status_code, result.error, result.duration_ms, result.excerpt
+        )
     ok = record.error is None and record.status_code is not None
 
     async def keep(tx: Tx) -> None:

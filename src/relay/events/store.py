@@ -125,6 +125,8 @@ class AttemptRecord:
     status_code: int | None
     error: str | None
     duration_ms: int | None
+    # The start of the receiver's answer (`webhooks.transport.excerpt`).
+    response_excerpt: str | None = None
 
 
 _LEASABLE = "(lease_until IS NULL OR lease_until <= :now)"
@@ -226,8 +228,9 @@ _RECORD_ATTEMPT = Sql(
     " AND attempt_count = :number AND delivery_status = 'pending'"
 )
 _INSERT_ATTEMPT = Sql(
-    "INSERT INTO webhook_attempts (event_id, number, at, status_code, error, duration_ms)"
-    " VALUES (:event_id, :number, :at, :status_code, :error, :duration_ms)"
+    "INSERT INTO webhook_attempts (event_id, number, at, status_code, error, duration_ms,"
+    " response_excerpt) VALUES (:event_id, :number, :at, :status_code, :error, :duration_ms,"
+    " :response_excerpt)"
 )
 
 
@@ -266,6 +269,7 @@ async def insert_attempt(tx: Tx, event_id: str, number: int, attempt: AttemptRec
             "status_code": attempt.status_code,
             "error": attempt.error,
             "duration_ms": attempt.duration_ms,
+            "response_excerpt": attempt.response_excerpt,
         },
     )
 

@@ -61,6 +61,23 @@ class DeliveryResult:
     # The first MAX_RESPONSE_BYTES of the response body, for the attempt log.
     body: bytes = b""
 
+    @property
+    def excerpt(self) -> str | None:
+        """The start of the receiver's answer as printable text, for the console."""
+        return excerpt(self.body)
+
+
+EXCERPT_CHARACTERS = 200
+
+
+def excerpt(body: bytes) -> str | None:
+    """At most EXCERPT_CHARACTERS of `body`, decoded leniently, control characters (a
+    receiver's answer is anybody's text) turned into spaces; None when nothing is left."""
+    text = body[: EXCERPT_CHARACTERS * 4].decode("utf-8", errors="replace")
+    printable = "".join(c if c.isprintable() else " " for c in text)
+    shown = " ".join(printable.split())[:EXCERPT_CHARACTERS]
+    return shown or None
+
 
 class WebhookClient:
     """Keep-alive connections for many deliveries: one TLS handshake per receiver, not per event.

@@ -148,8 +148,11 @@ def _error(error: object) -> str:
 def _event(event: timeline.Event, session: Session) -> str:
     deliveries = (
         table(
-            ["#", "At", "Status code", "Error", "Latency ms"],
-            [[d.number, d.at, d.status_code, d.error, d.duration_ms] for d in event.deliveries],
+            ["#", "At", "Status code", "Error", "Latency ms", "Response"],
+            [
+                [d.number, d.at, d.status_code, d.error, d.duration_ms, d.response_excerpt]
+                for d in event.deliveries
+            ],
         )
         if event.deliveries
         else ""
