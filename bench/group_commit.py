@@ -70,7 +70,7 @@ EVENTS = Sql(
 COUNTER = Sql(
     "INSERT INTO abuse_counters (account_id, livemode, kind, subject, bucket, sends, approvals,"
     " failed_checks) VALUES (:account, :livemode, 'account', '', :day, 1, 0, 0)"
-    " ON CONFLICT (account_id, livemode, kind, subject, bucket)"
+    " ON CONFLICT (account_id, livemode, kind, subject, bucket, shard)"
     " DO UPDATE SET sends = abuse_counters.sends + 1 RETURNING sends"
 )
 
