@@ -127,7 +127,7 @@ async def measure(args: argparse.Namespace, settings: Settings) -> dict[str, flo
     app = create_app(services)
     statements = 0
 
-    def count(_: object) -> None:
+    def count(_: object, __: object) -> None:
         nonlocal statements
         statements += 1
 

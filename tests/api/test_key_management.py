@@ -236,7 +236,7 @@ def key_statements(server: RunningServer, request: Callable[[], httpx.Response])
     (background loops share the tracer, so only the key's table is counted)."""
     seen: list[str] = []
 
-    def trace(statement: Sql) -> None:
+    def trace(statement: Sql, _params: object) -> None:
         if "api_keys" in statement.text:
             seen.append(statement.text.split()[0].upper())
 

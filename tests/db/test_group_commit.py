@@ -206,7 +206,7 @@ async def test_a_unit_that_gave_way_runs_its_callback_once(db: Db) -> None:
 
 async def test_a_tracer_sees_every_statement(db: Db) -> None:
     seen: list[Sql] = []
-    db.trace(seen.append)
+    db.trace(lambda statement, _: seen.append(statement))
     await db.write(insert("traced"))
     await stored(db)
     assert seen == [INSERT, ALL_IDS]

@@ -40,7 +40,7 @@ RETRIEVE_LIMIT = 1  # the verification joined to its attempts
 def counted(services: Services) -> Iterator[list[str]]:
     """Every statement run while inside, by its first word."""
     statements: list[str] = []
-    services.db.trace(lambda statement: statements.append(statement.text.split()[0].upper()))
+    services.db.trace(lambda statement, _: statements.append(statement.text.split()[0].upper()))
     try:
         yield statements
     finally:

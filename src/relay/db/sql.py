@@ -75,8 +75,9 @@ class Sql:
         return f"Sql({self.text!r})"
 
 
-# Called with every statement a Tx runs: the statement-count tests and benches listen.
-Trace = Callable[[Sql], None]
+# Called with every statement a Tx runs and its parameters (an executemany's first
+# row): the statement-count and query-plan tests and the benches listen.
+Trace = Callable[[Sql, Params | None], None]
 
 
 class Tx(Protocol):
@@ -127,19 +128,19 @@ class Channels:
         self.notified = Notices()
         self.trace = trace
 
-    def traced(self, statement: Sql) -> Sql:
+    def traced(self, statement: Sql, params: Params | None) -> Sql:
         """Tell the tracer, if any, that `statement` runs."""
         if self.trace is not None:
-            self.trace(statement)
+            self.trace(statement, params)
         return statement
 
     def bound(self, statement: Sql, params: Params | None) -> tuple[Any, ...]:
         """The statement's values for this driver (the statement traced)."""
-        return values(self.traced(statement), params, self.dialect)
+        return values(self.traced(statement, params), params, self.dialect)
 
     def bound_rows(self, statement: Sql, rows: Sequence[Params]) -> list[tuple[Any, ...]]:
         """Values for each row of an executemany (traced once: one statement)."""
-        self.traced(statement)
+        self.traced(statement, rows[0] if rows else None)
         return [values(statement, row, self.dialect) for row in rows]
 
     def notify(self, channel: str) -> None:

@@ -91,6 +91,8 @@ webhook_secrets = Table(
     Index("ix_webhook_secrets_account", "account_id"),
 )
 
+_PENDING_EXPIRY = "status = 'pending' AND expires_at IS NOT NULL"
+
 verifications = Table(
     "verifications",
     metadata,
@@ -128,11 +130,15 @@ verifications = Table(
         sqlite_where=text("status = 'pending'"),
         postgresql_where=text("status = 'pending'"),
     ),
+    # For the expiry sweep. Its predicate names expires_at so that only statements
+    # comparing expires_at can use it: one that merely states status = 'pending'
+    # (a lookup by number) must not walk it, which PostgreSQL did on tables
+    # without statistics yet (tests/db/test_generic_plans.py).
     Index(
         "ix_verifications_due",
         "expires_at",
-        sqlite_where=text("status = 'pending'"),
-        postgresql_where=text("status = 'pending'"),
+        sqlite_where=text(_PENDING_EXPIRY),
+        postgresql_where=text(_PENDING_EXPIRY),
     ),
 )
 

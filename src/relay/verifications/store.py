@@ -88,9 +88,13 @@ _PUBLIC = (
 _PUBLIC_OF_V = ", ".join(f"v.{name.strip()}" for name in _PUBLIC.split(","))
 _SCOPED = "account_id = :scope_account AND livemode = :scope_livemode"
 _THIS = f"{_SCOPED} AND id = :verification_id"
-# The states are written into the SQL, never bound: the partial indexes
+# Sweeps and by-number lookups write the state into the SQL: the partial indexes
 # (`WHERE status = 'pending'`) serve a query only if it states their predicate.
-_OPEN = f"{_THIS} AND status = 'pending' AND expires_at > :now"
+# A statement on one verification by id binds it (`:pending`) instead, so that
+# no partial index can serve it and it takes the primary key: on a table without
+# statistics yet, PostgreSQL's plans priced those small indexes below the key and
+# walked every pending verification of the account (tests/db/test_generic_plans.py).
+_OPEN = f"{_THIS} AND status = :pending AND expires_at > :now"
 # A verification with its attempts, oldest first, in one round trip: one row
 # per attempt (an outer join, so one row with NULL attempt columns if none).
 _WITH_ATTEMPTS = (
@@ -162,8 +166,13 @@ _CANCEL = Sql(
     f" sealed_code = NULL WHERE {_OPEN}"
 )
 _EXPIRED = "status = 'expired', updated_at = :now, sealed_code = NULL"
-_PAST_TTL = "status = 'pending' AND expires_at <= :now"
-_EXPIRE_ONE = Sql(f"UPDATE verifications SET {_EXPIRED} WHERE {_THIS} AND {_PAST_TTL}")
+# The sweeps state the expiry index's whole predicate (see `db.tables`), which
+# only they do: SQLite does not infer its IS NOT NULL from the comparison.
+_PAST_TTL = "status = 'pending' AND expires_at IS NOT NULL AND expires_at <= :now"
+_EXPIRE_ONE = Sql(
+    f"UPDATE verifications SET {_EXPIRED}"
+    f" WHERE {_THIS} AND status = :pending AND expires_at <= :now"
+)
 # The UPDATE restates the rule: a row another sweep closed meanwhile is left alone.
 _EXPIRE_DUE = Sql(
     f"UPDATE verifications SET {_EXPIRED} WHERE id IN (SELECT id FROM verifications"
@@ -173,7 +182,12 @@ _ANY_DUE = Sql(f"SELECT id FROM verifications WHERE {_PAST_TTL} LIMIT 1")
 
 
 def _this(scope: Scope, verification_id: str, **extra: Any) -> dict[str, Any]:
-    return {**scope.params(), "verification_id": verification_id, **extra}
+    return {
+        **scope.params(),
+        "verification_id": verification_id,
+        "pending": Status.PENDING.value,
+        **extra,
+    }
 
 
 async def load(tx: Tx, scope: Scope, verification_id: str) -> Verification | None:
