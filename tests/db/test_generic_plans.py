@@ -31,6 +31,7 @@ from relay.accounts.models import Caller
 from relay.db.sql import Params, Sql, values
 from relay.db.urls import is_postgres, postgres_dsn
 from relay.errors import RelayError
+from relay.messages.service import SendRequest
 from relay.services import Services, build_services
 from relay.verifications.service import CreateRequest
 from tests.harness import test_settings
@@ -151,7 +152,7 @@ def request(to: str) -> CreateRequest:
 
 async def every_request_kind(services: Services, who: Caller) -> None:
     """Create, resend, wrong and right checks by id and by number, retrieve, cancel, and
-    the expiry sweep."""
+    the expiry sweep; a message by the Send API and its retrieval."""
     first = await services.verifications.create(who, request("+14155550100"))
     # Too soon for a resend: the refusal's statements are traced all the same.
     with contextlib.suppress(RelayError):
@@ -162,6 +163,11 @@ async def every_request_kind(services: Services, who: Caller) -> None:
     await services.verifications.retrieve(who, second.id)
     await services.verifications.cancel(who, second.id)
     await services.verifications.expire_due()  # nothing is due: it must find that by index
+    message = await services.messages.send(
+        who,
+        SendRequest(to="+14155550102", code="123456", locale="en", metadata={}, webhook_url=None),
+    )
+    await services.messages.retrieve(who, message.id)
 
 
 @pytest.mark.asyncio

@@ -66,7 +66,11 @@ _BY_CARRIER_ID = Sql(
     f"SELECT {_COLUMNS} FROM attempts"
     " WHERE carrier = :carrier AND carrier_message_id = :carrier_message_id"
 )
-_FROM_QUEUED = "WHERE id = :attempt_id AND status = 'queued'"
+# One attempt by id binds the state it leaves, as `_FINISH` does: stated as a
+# constant, it would let the partial index of queued attempts serve the statement,
+# which PostgreSQL, on tables without statistics yet, preferred to the key.
+_FROM_QUEUED = "WHERE id = :attempt_id AND status = :queued"
+_QUEUED = AttemptStatus.QUEUED.value
 # Out of a dispatcher's hands: no lease, no owner.
 _RELEASED = "lease_until = NULL, lease_owner = NULL, updated_at = :now"
 _RECORD_SENT = Sql(
@@ -181,6 +185,7 @@ async def record_sent(
         "carrier_message_id": carrier_message_id,
         "report_due_at": report_due_at,
         "now": now,
+        "queued": _QUEUED,
     }
     return await tx.execute(_RECORD_SENT, params) == 1
 
@@ -189,7 +194,12 @@ async def record_delivered(
     tx: Tx, attempt_id: str, *, carrier_message_id: str, now: datetime
 ) -> bool:
     """A queued attempt whose submit came back delivered; false if the lease was lost."""
-    params = {"attempt_id": attempt_id, "carrier_message_id": carrier_message_id, "now": now}
+    params = {
+        "attempt_id": attempt_id,
+        "carrier_message_id": carrier_message_id,
+        "now": now,
+        "queued": _QUEUED,
+    }
     return await tx.execute(_RECORD_DELIVERED, params) == 1
 
 
@@ -215,10 +225,10 @@ async def finish(
 
 async def postpone(tx: Tx, attempt_id: str, *, until: datetime) -> None:
     """Throttled: the attempt stays queued, free for any dispatcher from `until` on."""
-    await tx.execute(_POSTPONE, {"attempt_id": attempt_id, "until": until})
+    await tx.execute(_POSTPONE, {"attempt_id": attempt_id, "until": until, "queued": _QUEUED})
 
 
-# The states are written into the SQL, never bound: the partial indexes
+# The sweeps write the states into the SQL: the partial indexes
 # (`WHERE status = 'queued'`, `'sent'`) serve a query only if it states their
 # predicate as a constant.
 _QUEUED_DUE = "status = 'queued' AND lease_until <= :now"
