@@ -183,6 +183,7 @@ async def test_the_request_path_finds_its_rows_by_index_under_generic_plans(
         )
     )
     with traced(services) as statements:
+        await services.accounts.authenticate(account.test_key)
         await every_request_kind(services, who)
     assert len(statements) > 10, statements
     plans = await generic_plans(postgres_dsn(services.settings.resolved_database_url), statements)
