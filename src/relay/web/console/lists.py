@@ -7,6 +7,8 @@ costs what the first one does. An admin names the account and mode to list.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -14,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
+from relay.accounts.models import Caller
 from relay.console.timeline import masked
 from relay.errors import RelayError
 from relay.events.store import EventQuery
@@ -48,62 +51,84 @@ def _owner(session: Session, request: Request) -> tuple[str, bool] | None:
     return account, request.query_params.get("mode", "live") == "live"
 
 
-async def verifications_page(console: Console, request: Request) -> Response:
+@dataclass(frozen=True)
+class _Listed:
+    """One page of a list, as the console shows it."""
+
+    headers: list[str]
+    rows: list[list[Any]]
+    ids: list[str]
+    has_more: bool
+
+
+# One page's read: the caller, the validated query parameters.
+_Read = Callable[[Caller, Any], Awaitable[_Listed]]
+
+
+async def _list_page(
+    console: Console,
+    request: Request,
+    *,
+    title: str,
+    here: str,
+    model: type[BaseModel],
+    prefix: str,
+    noun: str,
+    read: _Read,
+) -> Response:
+    """A list page: the query validated by the API's model, the cursors checked as the
+    API checks them, the page read by `read`, and the pager."""
     session = await current(console, request)
     owner = _owner(session, request)
     body = _admin_form(session, request)
     if owner is None:
-        return page("Verifications", body, session=session, here="lists")
+        return page(title, body, session=session, here=here)
     try:
-        params = _params(request, VerificationListQuery)
-        assert isinstance(params, VerificationListQuery)
-        require_cursors(
-            params.starting_after, params.ending_before, prefix="ver", noun="a verification id"
-        )
+        params: Any = _params(request, model)
+        require_cursors(params.starting_after, params.ending_before, prefix=prefix, noun=noun)
+        listed = await read(caller_for(session, *owner), params)
+    except (ValidationError, RelayError) as problem:
+        return page(title, body + refusal(_why(problem)), session=session, here=here, status=400)
+    body += table(listed.headers, listed.rows, raw=True)
+    body += _pager(request, listed.ids, listed.has_more, params.ending_before is not None)
+    return page(title, body, session=session, here=here)
+
+
+async def verifications_page(console: Console, request: Request) -> Response:
+    async def read(caller: Caller, params: VerificationListQuery) -> _Listed:
         query = ListQuery(
             limit=PAGE,
             starting_after=params.starting_after,
             ending_before=params.ending_before,
             status=params.status,
         )
-        found, has_more = await console.services.verifications.list(
-            caller_for(session, *owner), query
-        )
-    except (ValidationError, RelayError) as problem:
-        return page(
-            "Verifications",
-            body + refusal(_why(problem)),
-            session=session,
-            here="lists",
-            status=400,
-        )
-    now = console.services.clock.now()
-    rows = [
-        [
-            f'<a href="/console/timeline/{e(v.id)}">{e(v.id)}</a>',
-            e(masked(v.to)),
-            e(v.status_at(now).value),
-            e(v.created_at),
+        found, has_more = await console.services.verifications.list(caller, query)
+        now = console.services.clock.now()
+        rows: list[list[Any]] = [
+            [
+                f'<a href="/console/timeline/{e(v.id)}">{e(v.id)}</a>',
+                e(masked(v.to)),
+                e(v.status_at(now).value),
+                e(v.created_at),
+            ]
+            for v in found
         ]
-        for v in found
-    ]
-    body += table(["Id", "Number", "Status", "Created"], rows, raw=True)
-    body += _pager(request, [v.id for v in found], has_more, params.ending_before is not None)
-    return page("Verifications", body, session=session, here="lists")
+        return _Listed(["Id", "Number", "Status", "Created"], rows, [v.id for v in found], has_more)
+
+    return await _list_page(
+        console,
+        request,
+        title="Verifications",
+        here="lists",
+        model=VerificationListQuery,
+        prefix="ver",
+        noun="a verification id",
+        read=read,
+    )
 
 
 async def events_page(console: Console, request: Request) -> Response:
-    session = await current(console, request)
-    owner = _owner(session, request)
-    body = _admin_form(session, request)
-    if owner is None:
-        return page("Events", body, session=session, here="events")
-    try:
-        params = _params(request, EventListQuery)
-        assert isinstance(params, EventListQuery)
-        require_cursors(
-            params.starting_after, params.ending_before, prefix="evt", noun="an event id"
-        )
+    async def read(caller: Caller, params: EventListQuery) -> _Listed:
         query = EventQuery(
             limit=PAGE,
             starting_after=params.starting_after,
@@ -112,19 +137,25 @@ async def events_page(console: Console, request: Request) -> Response:
             type=params.type,
             delivery_status=params.delivery_status,
         )
-        found, has_more = await console.services.events.list_events(
-            caller_for(session, *owner), query
+        found, has_more = await console.services.events.list_events(caller, query)
+        rows: list[list[Any]] = [
+            [e(ev.id), e(ev.type.value), e(ev.delivery_status.value), len(ev.attempts)]
+            for ev in found
+        ]
+        return _Listed(
+            ["Id", "Type", "Delivery", "Attempts"], rows, [ev.id for ev in found], has_more
         )
-    except (ValidationError, RelayError) as problem:
-        return page(
-            "Events", body + refusal(_why(problem)), session=session, here="events", status=400
-        )
-    rows = [
-        [e(ev.id), e(ev.type.value), e(ev.delivery_status.value), len(ev.attempts)] for ev in found
-    ]
-    body += table(["Id", "Type", "Delivery", "Attempts"], rows, raw=True)
-    body += _pager(request, [ev.id for ev in found], has_more, params.ending_before is not None)
-    return page("Events", body, session=session, here="events")
+
+    return await _list_page(
+        console,
+        request,
+        title="Events",
+        here="events",
+        model=EventListQuery,
+        prefix="evt",
+        noun="an event id",
+        read=read,
+    )
 
 
 def _why(problem: Exception) -> str:
