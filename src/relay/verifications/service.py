@@ -30,7 +30,7 @@ from relay.ids import new_id
 from relay.metrics import observe
 from relay.phone import Destination
 from relay.sms.text import render_sms
-from relay.verifications import events, store
+from relay.verifications import events, pages, store
 from relay.verifications.checking import Checks
 from relay.verifications.models import (
     Status,
@@ -40,7 +40,8 @@ from relay.verifications.models import (
     resource_path,
     sender_name,
 )
-from relay.verifications.store import ListQuery, NewVerification
+from relay.verifications.pages import ListQuery
+from relay.verifications.store import NewVerification
 
 
 @dataclass(frozen=True)
@@ -286,7 +287,7 @@ class VerificationService:
     async def list(self, caller: Caller, query: ListQuery) -> tuple[list[Verification], bool]:
         now = self._clock.now()
         # A page and its attempts, as of one commit.
-        return await self._db.snapshot(lambda tx: store.list_page(tx, caller.scope, query, now=now))
+        return await self._db.snapshot(lambda tx: pages.list_page(tx, caller.scope, query, now=now))
 
     async def expire_due(self, *, batch: int = 200) -> int:
         """The sweep: close verifications whose TTL elapsed, one event each."""

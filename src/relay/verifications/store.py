@@ -6,7 +6,6 @@ rule, so two processes racing on one verification cannot both win.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,7 +14,7 @@ from typing import Any
 from relay.abuse.store import failed_checks_of
 from relay.accounts.models import Scope
 from relay.db.sql import Row, Sql, Tx, document, flag, moment, moment_or_none
-from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS, attempts_of, joined_attempts
+from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS, joined_attempts
 from relay.delivery.owners import Sendable
 from relay.errors import ResourceMissing
 from relay.phone import Destination
@@ -43,18 +42,7 @@ class NewVerification:
     expires_at: datetime
 
 
-@dataclass(frozen=True)
-class ListQuery:
-    limit: int
-    starting_after: str | None = None
-    ending_before: str | None = None
-    status: Status | None = None
-    to: str | None = None
-    created_gte: datetime | None = None
-    created_lt: datetime | None = None
-
-
-def _from_row(row: Row, found: Sequence[Attempt] = ()) -> Verification:
+def from_row(row: Row, found: Sequence[Attempt] = ()) -> Verification:
     return Verification(
         id=row["id"],
         account_id=row["account_id"],
@@ -80,14 +68,14 @@ def _from_row(row: Row, found: Sequence[Attempt] = ()) -> Verification:
 
 
 # Everything but the code's MAC and its sealed copy.
-_PUBLIC = (
+PUBLIC = (
     "id, account_id, livemode, to_number, country, sender, locale, code_length, status,"
     " checks, sends, metadata, webhook_url, created_at, updated_at, expires_at, last_sent_at,"
     " approved_at, canceled_at"
 )
-_PUBLIC_OF_V = ", ".join(f"v.{name.strip()}" for name in _PUBLIC.split(","))
-_SCOPED = "account_id = :scope_account AND livemode = :scope_livemode"
-_THIS = f"{_SCOPED} AND id = :verification_id"
+PUBLIC_OF_V = ", ".join(f"v.{name.strip()}" for name in PUBLIC.split(","))
+SCOPED = "account_id = :scope_account AND livemode = :scope_livemode"
+_THIS = f"{SCOPED} AND id = :verification_id"
 # Sweeps and by-number lookups write the state into the SQL: the partial indexes
 # (`WHERE status = 'pending'`) serve a query only if it states their predicate.
 # A statement on one verification by id binds it (`:pending`) instead, so that
@@ -98,7 +86,7 @@ _OPEN = f"{_THIS} AND status = :pending AND expires_at > :now"
 # A verification with its attempts, oldest first, in one round trip: one row
 # per attempt (an outer join, so one row with NULL attempt columns if none).
 _WITH_ATTEMPTS = (
-    f"SELECT {_PUBLIC_OF_V}, {JOINED_ATTEMPT_COLUMNS} FROM verifications v"
+    f"SELECT {PUBLIC_OF_V}, {JOINED_ATTEMPT_COLUMNS} FROM verifications v"
     " LEFT OUTER JOIN attempts a ON a.verification_id = v.id WHERE {where} ORDER BY a.id"
 )
 _LOAD = Sql(
@@ -114,7 +102,7 @@ _LOAD_SECRETS = Sql(f"SELECT code_mac, sealed_code FROM verifications WHERE {_TH
 # wrong codes its number had within the guard's window (the guard reads the
 # buckets themselves only when that total reaches its cap).
 _FOR_CHECK = (
-    f"SELECT {_PUBLIC_OF_V}, v.code_mac, {failed_checks_of('v.to_number')} AS failed_checks,"
+    f"SELECT {PUBLIC_OF_V}, v.code_mac, {failed_checks_of('v.to_number')} AS failed_checks,"
     f" {JOINED_ATTEMPT_COLUMNS} FROM verifications v"
     " LEFT OUTER JOIN attempts a ON a.verification_id = v.id"
     " WHERE v.account_id = :scope_account AND v.livemode = :scope_livemode AND v.id = {id}"
@@ -206,7 +194,7 @@ def _joined(rows: list[Row]) -> Verification | None:
     if not rows:
         return None
     first = rows[0]
-    return _from_row(first, joined_attempts(rows, livemode=flag(first["livemode"])))
+    return from_row(first, joined_attempts(rows, livemode=flag(first["livemode"])))
 
 
 async def load_secrets(
@@ -331,67 +319,6 @@ async def any_due(tx: Tx, *, now: datetime) -> bool:
 
 async def expire_one(tx: Tx, scope: Scope, verification_id: str, *, now: datetime) -> bool:
     return await tx.execute(_EXPIRE_ONE, _this(scope, verification_id, now=now)) == 1
-
-
-# --- list pages -------------------------------------------------------------
-
-# One condition per filter, chosen by which filters a query uses; the
-# statement for each combination is rendered once.
-_FILTERS = {
-    "to": "to_number = :to",
-    "created_gte": "created_at >= :created_gte",
-    "created_lt": "created_at < :created_lt",
-    "pending": "status = 'pending' AND expires_at > :now",
-    "expired": "(status = 'expired' OR (status = 'pending' AND expires_at <= :now))",
-    "status": "status = :status",
-    "starting_after": "id < :starting_after",
-    "ending_before": "id > :ending_before",
-}
-
-
-@functools.cache
-def _page_statement(filters: tuple[str, ...], backwards: bool) -> Sql:
-    conditions = " AND ".join([_SCOPED, *(_FILTERS[name] for name in filters)])
-    order = "ASC" if backwards else "DESC"
-    return Sql(
-        f"SELECT {_PUBLIC} FROM verifications WHERE {conditions} ORDER BY id {order} LIMIT :limit"
-    )
-
-
-def _page_filters(query: ListQuery) -> tuple[tuple[str, ...], dict[str, Any]]:
-    given = {
-        "to": query.to,
-        "created_gte": query.created_gte,
-        "created_lt": query.created_lt,
-        "starting_after": query.starting_after,
-        "ending_before": query.ending_before,
-    }
-    params = {name: value for name, value in given.items() if value is not None}
-    names = list(params)
-    if query.status in (Status.PENDING, Status.EXPIRED):
-        names.append(query.status.value)
-    elif query.status is not None:
-        names.append("status")
-        params["status"] = query.status.value
-    return tuple(names), params
-
-
-async def list_page(
-    tx: Tx, scope: Scope, query: ListQuery, *, now: datetime
-) -> tuple[list[Verification], bool]:
-    """Keyset pagination on the time-sortable id: page cost is independent of depth."""
-    names, params = _page_filters(query)
-    backwards = query.ending_before is not None
-    if "pending" in names or "expired" in names:
-        params["now"] = now
-    statement = _page_statement(names, backwards)
-    rows = await tx.fetch(statement, {**scope.params(), **params, "limit": query.limit + 1})
-    has_more = len(rows) > query.limit
-    rows = rows[: query.limit]
-    if backwards:
-        rows.reverse()
-    grouped = await attempts_of(tx, [r["id"] for r in rows], livemode=scope.livemode)
-    return [_from_row(r, grouped[r["id"]]) for r in rows], has_more
 
 
 async def load_any(tx: Tx, verification_id: str) -> Verification | None:

@@ -10,8 +10,8 @@ from relay.errors import ParameterInvalid, ParameterMissing, ResourceMissing
 from relay.ids import is_id
 from relay.log import bind
 from relay.verifications.models import Verification
+from relay.verifications.pages import ListQuery
 from relay.verifications.service import CreateRequest
-from relay.verifications.store import ListQuery
 from relay.web.fields import require_locale, require_webhook_url
 from relay.web.operations import Call, Operation
 from relay.web.pagination import require_cursors

@@ -20,7 +20,7 @@ from relay.accounts.models import Caller
 from relay.console.timeline import masked
 from relay.errors import RelayError
 from relay.events.store import EventQuery
-from relay.verifications.store import ListQuery
+from relay.verifications.pages import ListQuery
 from relay.web.console.auth import Console, caller_for, current
 from relay.web.console.pages import e, page, refusal, table
 from relay.web.console.session import Session
