@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from relay.db.migrate import downgrade, upgrade
 from relay.db.sql import Row, Sql
 from relay.db.tables import metadata
 from relay.db.urls import is_postgres, sync_url
+from relay.verifications import store as verification_store
 from tests.webhooks.receiver import isolated_database
 
 
@@ -119,3 +120,43 @@ def test_counters_written_before_shards_keep_their_counts_through_the_shard_migr
     assert _counter_rows(url) == [("account", 11, 0), ("number", 2, 3)]
     upgrade(url)
     assert drift(url) == []
+
+
+def test_verifications_written_before_the_expiry_index_change_are_swept_after_it(
+    tmp_path: Path, database_url: str
+) -> None:
+    url = isolated_database(database_url, "migrations_expiry", tmp_path)
+    downgrade(url, "0008")
+    execute(
+        url, "INSERT INTO accounts (id, name, brand, created_at) VALUES ('acct_e', 'E', 'E', :t)"
+    )
+    for vid, status in (("ver_open", "pending"), ("ver_done", "approved")):
+        execute(
+            url,
+            "INSERT INTO verifications (id, account_id, livemode, to_number, country, sender,"
+            " locale, code_length, code_mac, status, checks, sends, metadata, created_at,"
+            " updated_at, expires_at, last_sent_at) VALUES (:id, 'acct_e', false, '+14155550100',"
+            " 'US', 'E', 'en', 6, :mac, :status, 0, 1, '{}', :t, :t, :t, :t)",
+            id=vid,
+            mac=b"\x00" * 32,
+            status=status,
+        )
+    upgrade(url)
+    assert drift(url) == []
+    # The sweep, as the store runs it, closes the pending one and leaves the other alone.
+    assert _sweep(url) == ["ver_open"]
+    downgrade(url, "0008")
+    upgrade(url)
+    assert drift(url) == []
+
+
+def _sweep(url: str) -> list[str]:
+    async def go() -> list[str]:
+        db = open_db(url)
+        try:
+            later = WHEN + timedelta(seconds=1)
+            return await db.write(lambda tx: verification_store.expire_due(tx, now=later, limit=10))
+        finally:
+            await db.close()
+
+    return asyncio.run(go())
