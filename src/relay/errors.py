@@ -159,6 +159,14 @@ class DatabaseUnreachable(RelayError):
     default_message = "The database is unavailable: retry shortly, with the same Idempotency-Key."
 
 
+class DatabaseBusy(DatabaseUnreachable):
+    code = "database_busy"
+    default_message = (
+        "The database made this request give way to concurrent ones more often than Relay"
+        " retries it; nothing was written: retry shortly, with the same Idempotency-Key."
+    )
+
+
 class InternalError(RelayError):
     code = "internal_error"
 

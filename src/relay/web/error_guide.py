@@ -136,6 +136,11 @@ GUIDE: Mapping[str, tuple[str, str]] = {
         "Retry after `Retry-After` with the same `Idempotency-Key`; operators check"
         " `/readyz` and the database.",
     ),
+    "database_busy": (
+        "A deadlock with concurrent writes (PostgreSQL) chose this request's transaction"
+        " as its victim each time Relay ran it again; it was rolled back, nothing changed.",
+        "Retry after `Retry-After` with the same `Idempotency-Key`.",
+    ),
     "internal_error": (
         "A fault in Relay itself; nothing about the request is known to be wrong.",
         "Retry with the same `Idempotency-Key`; report the `request_id` if it persists.",

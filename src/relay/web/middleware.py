@@ -11,7 +11,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from relay import errors as e
 from relay.config import IpNetwork
-from relay.db.sql import DatabaseUnavailable
+from relay.db.sql import DatabaseUnavailable, MustRetry
 from relay.ids import new_id
 from relay.log import begin_request, end_request
 from relay.metrics import observe
@@ -84,13 +84,16 @@ class EdgeMiddleware:
         else:
             try:
                 await self.app(scope, replay(body, receive), send_with_id)
-            except DatabaseUnavailable as down:
-                # An outage, not a fault in Relay: one line, no trace, and a 503 to retry.
-                log.warning("http.database_unavailable %s", down, extra={"request_id": request_id})
+            except (DatabaseUnavailable, MustRetry) as down:
+                # An outage, or a deadlock victim whose retries ran out (its unit rolled
+                # back): not a fault in Relay, so one line, no trace, and a 503 to retry.
+                busy = isinstance(down, MustRetry)
+                event = "http.database_busy" if busy else "http.database_unavailable"
+                log.warning("%s %s", event, down, extra={"request_id": request_id})
                 if status_seen:
                     raise
-                answer = error_response(e.DatabaseUnreachable(), base_url=base_url(scope))
-                await answer(scope, receive, send_with_id)
+                error = e.DatabaseBusy() if busy else e.DatabaseUnreachable()
+                await error_response(error, base_url=base_url(scope))(scope, receive, send_with_id)
             except Exception:
                 # The trace goes to the log only; the client gets the bare envelope.
                 log.exception("http.unhandled", extra={"request_id": request_id})
