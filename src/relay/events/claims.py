@@ -65,8 +65,7 @@ async def claim_batch(
     other workers.
 
     Endpoints are served in the order given (the one due longest first), each
-    no more than its free slots, until the total runs out. The UPDATE restates
-    the due condition.
+    no more than its free slots, until the total runs out.
     """
     picked: list[str] = []
     waiting: set[str] = set()
@@ -76,7 +75,7 @@ async def claim_batch(
             waiting.add(key)
             continue
         ids, more = await _due_of(
-            tx, key, room, now=now, busy=[*capacity.busy_events, *picked], max_attempts=max_attempts
+            tx, key, room, now=now, busy=list(capacity.busy_events), max_attempts=max_attempts
         )
         picked += ids
         if more:
