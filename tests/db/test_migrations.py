@@ -18,6 +18,7 @@ from relay.db.sql import Row, Sql
 from relay.db.tables import metadata
 from relay.db.urls import is_postgres, sync_url
 from relay.verifications import store as verification_store
+from relay.webhooks.guard import endpoint
 from tests.webhooks.receiver import isolated_database
 
 
@@ -160,3 +161,48 @@ def _sweep(url: str) -> list[str]:
             await db.close()
 
     return asyncio.run(go())
+
+
+ENDPOINT_CASES = [
+    ("https://hooks.example/relay?token=1", "https://hooks.example"),
+    ("https://hooks.example:8443/a/b", "https://hooks.example:8443"),
+    ("https://hooks.example?token=1", "https://hooks.example"),
+    ("https://hooks.example#part", "https://hooks.example"),
+    ("https://hooks.example", "https://hooks.example"),
+    ("https://[2001:db8::1]:8443/x", "https://[2001:db8::1]:8443"),
+    (None, None),
+]
+
+
+def _event_endpoints(url: str) -> list[tuple[str | None, str | None]]:
+    rows = read_rows(url, "SELECT webhook_url, endpoint FROM events ORDER BY id")
+    return [(r["webhook_url"], r["endpoint"]) for r in rows]
+
+
+def test_events_written_before_0010_get_the_endpoint_of_their_url_and_step_back_cleanly(
+    tmp_path: Path, database_url: str
+) -> None:
+    url = isolated_database(database_url, "migrations_endpoint", tmp_path)
+    downgrade(url, "0009")
+    execute(
+        url, "INSERT INTO accounts (id, name, brand, created_at) VALUES ('acct_e', 'E', 'E', :t)"
+    )
+    for number, (webhook_url, _) in enumerate(ENDPOINT_CASES):
+        execute(
+            url,
+            "INSERT INTO events (id, account_id, livemode, type, related_id, payload, webhook_url,"
+            " delivery_status, created_at, next_attempt_at) VALUES (:id, 'acct_e', false,"
+            " 'verification.sent', 'ver_1', '{}', :webhook_url, :status, :t, :next)",
+            id=f"evt_{number}",
+            webhook_url=webhook_url,
+            status="pending" if webhook_url else "none",
+            next=WHEN if webhook_url else None,
+        )
+    upgrade(url)
+    assert _event_endpoints(url) == ENDPOINT_CASES
+    assert [endpoint(u) for u, _ in ENDPOINT_CASES if u] == [e for _, e in ENDPOINT_CASES if e]
+    downgrade(url, "0009")
+    assert len(read_rows(url, "SELECT id FROM events")) == len(ENDPOINT_CASES)
+    upgrade(url)
+    assert _event_endpoints(url) == ENDPOINT_CASES
+    assert drift(url) == []

@@ -11,7 +11,7 @@ from relay.abuse import store as abuse_store
 from relay.db.migrate import upgrade
 from relay.db.sql import Sql
 from relay.delivery import store as delivery_store
-from relay.events import store as event_store
+from relay.events import due
 from relay.verifications import store as verification_store
 
 
@@ -46,10 +46,10 @@ def test_the_dispatch_loop_reads_only_queued_and_overdue_attempts(url: Path) -> 
     assert "ix_attempts_report_due" in overdue, overdue
 
 
-def test_the_webhook_loop_reads_only_due_pending_events(url: Path) -> None:
-    for statement in (event_store._ANY_DUE, event_store._CANDIDATES):
+def test_the_webhook_loop_reads_only_due_pending_events_by_endpoint(url: Path) -> None:
+    for statement in (due._DUE_ENDPOINTS, due._CANDIDATES, due._UNKEYED):
         found = plan(url, statement)
-        assert "ix_events_due" in found, found
+        assert "ix_events_endpoint_due" in found, found
         assert "SCAN events" not in found, found
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from relay.config import Settings
+from relay.db.sql import Sql
 from relay.events.claims import Capacity
 from relay.events.delivery import DeliveryWorker
 from relay.services import Services, build_services
@@ -132,3 +134,72 @@ async def test_a_claim_takes_no_more_from_one_endpoint_than_its_free_slots(
 
     assert len(batch.claims) == 2
     assert batch.waiting == {"https://a.example"}
+
+
+async def test_a_healthy_endpoints_events_are_claimed_while_another_is_full_with_a_backlog(
+    services: Services,
+) -> None:
+    _, backlog = await record_events(services, "https://full.example/hook", 2000)
+    _, healthy = await record_events(services, "https://healthy.example/hook", 3)
+    capacity = Capacity(total=8, per_endpoint=2, busy_endpoints={"https://full.example": 2})
+
+    batch = await services.events.ledger.claim(owner="w", capacity=capacity)
+
+    assert sorted(c.event_id for c in batch.claims) == sorted(healthy[:2])
+    # Both wait for slots: the loop looks again as soon as either has room.
+    assert batch.waiting == {"https://full.example", "https://healthy.example"}
+    freed = Capacity(total=8, per_endpoint=2, busy_endpoints={"https://healthy.example": 2})
+    after = await services.events.ledger.claim(owner="w", capacity=freed)
+    assert [c.event_id for c in after.claims] == backlog[:2]  # oldest first
+
+
+async def test_an_endpoint_that_waited_longest_is_served_first_when_the_total_runs_out(
+    services: Services,
+) -> None:
+    _, first = await record_events(services, "https://early.example/hook", 3)
+    await record_events(services, "https://late.example/hook", 3)
+    capacity = Capacity(total=2, per_endpoint=2)
+
+    batch = await services.events.ledger.claim(owner="w", capacity=capacity)
+
+    assert [c.event_id for c in batch.claims] == first[:2]
+    assert batch.waiting == {"https://early.example", "https://late.example"}
+
+
+_WITHOUT_ENDPOINT = Sql("UPDATE events SET endpoint = NULL WHERE webhook_url = :url")
+_USED_UP = Sql(
+    "UPDATE events SET attempt_count = 4, lease_until = :past, lease_owner = 'dead'"
+    " WHERE id IN (SELECT value FROM json_each(:ids))",
+    postgres="UPDATE events SET attempt_count = 4, lease_until = :past, lease_owner = 'dead'"
+    " WHERE id IN (SELECT json_array_elements_text(CAST(:ids AS json)))",
+)
+
+
+async def test_an_event_written_without_its_endpoint_by_an_older_process_is_still_claimed(
+    services: Services,
+) -> None:
+    """A process from before migration 0010, during a rolling upgrade, writes no endpoint."""
+    _, ids = await record_events(services, "https://old.example/hook?t=1", 2)
+    await services.db.write(
+        lambda tx: tx.execute(_WITHOUT_ENDPOINT, {"url": "https://old.example/hook?t=1"})
+    )
+
+    batch = await services.events.ledger.claim(owner="w", capacity=Capacity(8, 8))
+
+    assert sorted(c.event_id for c in batch.claims) == sorted(ids)
+
+
+async def test_deliveries_with_their_attempts_used_up_are_dropped_without_taking_a_slot(
+    services: Services,
+) -> None:
+    _, ids = await record_events(services, "https://a.example/hook", 5)
+    past = datetime.now(UTC) - timedelta(minutes=1)
+    await services.db.write(lambda tx: tx.execute(_USED_UP, {"ids": ids[:3], "past": past}))
+
+    batch = await services.events.ledger.claim(owner="w", capacity=Capacity(8, 2))
+
+    assert [c.event_id for c in batch.claims] == ids[3:]
+    statuses = await services.events.db.read(
+        lambda tx: tx.fetch(Sql("SELECT delivery_status FROM events ORDER BY id"))
+    )
+    assert [r["delivery_status"] for r in statuses] == ["dropped"] * 3 + ["pending"] * 2

@@ -247,10 +247,15 @@ events = Table(
     Column("next_attempt_at", UtcDateTime),
     Column("lease_until", UtcDateTime),
     Column("lease_owner", String(40)),
+    # The receiver the webhook URL names (`relay.webhooks.guard.endpoint`), the key
+    # of the per-endpoint cap (migration 0010): a claim reads the due rows of the
+    # endpoints with room by this index and never those of a full one.
+    Column("endpoint", String(2048)),
     Index("ix_events_related", "account_id", "livemode", "related_id", "id"),
     Index("ix_events_list", "account_id", "livemode", "id"),
     Index(
-        "ix_events_due",
+        "ix_events_endpoint_due",
+        "endpoint",
         "next_attempt_at",
         sqlite_where=text("delivery_status = 'pending'"),
         postgresql_where=text("delivery_status = 'pending'"),

@@ -4,24 +4,23 @@ The delivery loop bounds the attempts in flight per endpoint (scheme, host
 and port, as written in the URL). The bound is applied when rows are claimed,
 not after: a claimed delivery holds a lease, and one queued in this process
 behind a hanging endpoint could outlive its lease and be sent twice. So a
-claim skips the endpoints that are full and takes from each of the others no
-more than its free slots.
+claim skips the endpoints that are full, without reading their rows
+(`relay.events.due`), and takes from each of the others no more than its free
+slots.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from relay.clock import Clock
 from relay.db.driver import Db
-from relay.db.sql import Row, Tx
-from relay.events import leases, store
+from relay.db.sql import Tx
+from relay.events import due, leases, store
 from relay.events.schedule import Next, after_attempt, max_attempts
 from relay.events.store import AttemptRecord, Claim
-from relay.webhooks.guard import endpoint
 
 
 @dataclass(frozen=True)
@@ -36,9 +35,6 @@ class Capacity:
 
     def free_for(self, key: str) -> int:
         return self.per_endpoint - self.busy_endpoints.get(key, 0)
-
-    def full(self) -> list[str]:
-        return [key for key, used in self.busy_endpoints.items() if used >= self.per_endpoint]
 
 
 @dataclass(frozen=True)
@@ -63,51 +59,55 @@ async def claim_batch(
     lease_until: datetime,
     capacity: Capacity,
     max_attempts: int,
+    endpoints: Sequence[str],
 ) -> Batch:
-    """Lease due deliveries to `owner` within `capacity`; atomic against other workers.
+    """Lease due deliveries of `endpoints` to `owner` within `capacity`; atomic against
+    other workers.
 
-    On PostgreSQL the candidates are locked with SKIP LOCKED, so a concurrent
-    claimer takes other rows instead of waiting; on SQLite the write
-    transaction (BEGIN IMMEDIATE) already excludes every other writer. The
-    UPDATE restates the due condition either way.
+    Endpoints are served in the order given (the one due longest first), each
+    no more than its free slots, until the total runs out.
     """
-    # Room to pass over the rows of endpoints with a few slots left; due rows
-    # beyond it are found by a later claim, once those endpoints are full and
-    # skipped, at the latest one poll interval later.
-    window = capacity.total + capacity.per_endpoint
-    rows = await store.candidates(
-        tx, now=now, full=capacity.full(), busy=list(capacity.busy_events), window=window
-    )
-    exhausted = [r["id"] for r in rows if r["attempt_count"] >= max_attempts]
-    picked, waiting = _pick(rows, capacity, max_attempts)
-    ids = [r["id"] for r in picked]
-    # Leased, never recorded, lease over: the worker died mid-attempt.
-    lost = [
-        (r["id"], r["attempt_count"])
-        for r in rows
-        if r["lease_until"] is not None and (r["id"] in ids or r["id"] in exhausted)
-    ]
-    await store.record_lost(tx, lost, now=now)
-    await store.drop(tx, exhausted, now=now)
-    claims = await store.take(tx, ids, now=now, owner=owner, lease_until=lease_until)
+    picked: list[str] = []
+    waiting: set[str] = set()
+    for key in endpoints:
+        room = min(capacity.free_for(key), capacity.total - len(picked))
+        if room <= 0:
+            waiting.add(key)
+            continue
+        ids, more = await _due_of(
+            tx, key, room, now=now, busy=list(capacity.busy_events), max_attempts=max_attempts
+        )
+        picked += ids
+        if more:
+            waiting.add(key)
+    claims = await due.take(tx, picked, now=now, owner=owner, lease_until=lease_until)
     return Batch(claims, frozenset(waiting))
 
 
-def _pick(rows: Sequence[Row], capacity: Capacity, max_attempts: int) -> tuple[list[Row], set[str]]:
-    """The rows within the capacity, and the endpoints whose slots ran out."""
-    taken: Counter[str] = Counter()
-    waiting: set[str] = set()
-    picked: list[Row] = []
-    for row in rows:
-        if row["attempt_count"] >= max_attempts:
-            continue
-        key = endpoint(row["webhook_url"])
-        if len(picked) >= capacity.total or taken[key] >= capacity.free_for(key):
-            waiting.add(key)
-            continue
-        taken[key] += 1
-        picked.append(row)
-    return picked, waiting
+async def _due_of(
+    tx: Tx, key: str, room: int, *, now: datetime, busy: list[str], max_attempts: int
+) -> tuple[list[str], bool]:
+    """Up to `room` deliveries of one endpoint to lease, and whether more may be due.
+
+    Rows whose attempts are used up are dropped on the way and do not count
+    against the room, so they cannot hold an endpoint's slots empty.
+    """
+    picked: list[str] = []
+    while True:
+        limit = room - len(picked)
+        rows = await due.candidates(tx, key, now=now, busy=[*busy, *picked], limit=limit)
+        exhausted = [r["id"] for r in rows if r["attempt_count"] >= max_attempts]
+        # Leased, never recorded, lease over: the worker died mid-attempt.
+        lost = [(r["id"], r["attempt_count"]) for r in rows if r["lease_until"] is not None]
+        await due.record_lost(tx, lost, now=now)
+        await due.drop(tx, exhausted, now=now)
+        picked += [r["id"] for r in rows if r["attempt_count"] < max_attempts]
+        if len(rows) < limit or not exhausted:
+            return picked, len(rows) == limit
+
+
+async def _outlook(tx: Tx, now: datetime) -> tuple[list[str], bool]:
+    return await due.due_endpoints(tx, now=now), await due.any_unkeyed(tx)
 
 
 class Ledger:
@@ -131,19 +131,35 @@ class Ledger:
     async def claim(self, *, owner: str, capacity: Capacity) -> Batch:
         now = self._clock.now()
         lease_until = now + timedelta(seconds=self._lease)
-        # Looked at read-only first: an idle loop must not take SQLite's write lock.
-        if capacity.total <= 0 or not await self._db.read(lambda tx: store.any_due(tx, now=now)):
+        if capacity.total <= 0:
             return Batch([], frozenset())
-        return await self._db.write(
-            lambda tx: claim_batch(
+        # Looked at read-only first: a loop with nothing due, or only full
+        # endpoints due, must not take SQLite's write lock.
+        endpoints, unkeyed = await self._db.read(lambda tx: _outlook(tx, now))
+        with_room = [key for key in endpoints if capacity.free_for(key) > 0]
+        full = frozenset(endpoints) - set(with_room)
+        if not with_room and not unkeyed:
+            return Batch([], full)
+
+        async def work(tx: Tx) -> Batch:
+            targets = with_room
+            if unkeyed:
+                await due.key_unkeyed(tx)
+                # The endpoints just written may have room: looked at again.
+                found = await due.due_endpoints(tx, now=now)
+                targets = [key for key in found if capacity.free_for(key) > 0]
+            return await claim_batch(
                 tx,
                 now=now,
                 owner=owner,
                 lease_until=lease_until,
                 capacity=capacity,
                 max_attempts=max_attempts(self._schedule),
+                endpoints=targets,
             )
-        )
+
+        batch = await self._db.write(work)
+        return Batch(batch.claims, batch.waiting | full)
 
     async def record(self, finished: Sequence[Finished]) -> list[Next | None]:
         """Record every attempt and what comes next, in one transaction.

@@ -14,14 +14,16 @@ from relay.clock import isoformat
 from relay.db.sql import Row, Sql, Tx, moment
 from relay.events.models import DeliveryStatus, EventType, NewEvent
 from relay.ids import new_id
+from relay.webhooks.guard import endpoint
 
 # Notified when an event with a webhook commits: the delivery loop listens.
 CHANNEL = "events"
 
 _INSERT_EVENT = Sql(
     "INSERT INTO events (id, account_id, livemode, type, related_id, payload, webhook_url,"
-    " delivery_status, created_at, next_attempt_at) VALUES (:id, :account_id, :livemode, :type,"
-    " :related_id, :payload, :webhook_url, :delivery_status, :created_at, :next_attempt_at)"
+    " endpoint, delivery_status, created_at, next_attempt_at) VALUES (:id, :account_id,"
+    " :livemode, :type, :related_id, :payload, :webhook_url, :endpoint, :delivery_status,"
+    " :created_at, :next_attempt_at)"
 )
 
 
@@ -88,6 +90,8 @@ def _params(
         "related_id": related_id,
         "payload": orjson.dumps(event.envelope()).decode(),
         "webhook_url": webhook_url,
+        # The delivery loop's per-endpoint cap reads this key (`relay.events.due`).
+        "endpoint": endpoint(webhook_url) if webhook_url else None,
         "delivery_status": status.value,
         "created_at": event.created_at,
         "next_attempt_at": event.created_at if webhook_url else None,
@@ -103,9 +107,7 @@ async def record(
         tx.notify(CHANNEL)
 
 
-# --- delivery: claim, record ------------------------------------------------
-
-WORKER_LOST = "worker_lost"
+# --- delivery: what a claim holds, how an attempt ended ----------------------
 
 
 @dataclass(frozen=True)
@@ -128,97 +130,6 @@ class AttemptRecord:
     duration_ms: int | None
     # The start of the receiver's answer (`webhooks.transport.excerpt`).
     response_excerpt: str | None = None
-
-
-_LEASABLE = "(lease_until IS NULL OR lease_until <= :now)"
-_ANY_DUE = Sql(
-    "SELECT id FROM events WHERE delivery_status = 'pending' AND next_attempt_at <= :now LIMIT 1"
-)
-# An endpoint is full when its URL is the key itself or goes on past it with a
-# path, query or fragment: `https://a.example` is not full for `https://a.example.org/`.
-_TO_FULL = (
-    "webhook_url = f.value OR substr(webhook_url, 1, length(f.value) + 1)"
-    " IN (f.value || '/', f.value || '?', f.value || '#')"
-)
-# The partial index ix_events_due serves this only with the state written as a constant.
-_DUE = (
-    "SELECT id, attempt_count, lease_until, webhook_url FROM events"
-    f" WHERE delivery_status = 'pending' AND next_attempt_at <= :now AND {_LEASABLE}"
-)
-_CANDIDATES = Sql(
-    f"{_DUE} AND NOT EXISTS (SELECT 1 FROM json_each(:full) f WHERE {_TO_FULL})"
-    " AND id NOT IN (SELECT value FROM json_each(:busy))"
-    " ORDER BY next_attempt_at LIMIT :window",
-    postgres=f"{_DUE} AND NOT EXISTS (SELECT 1 FROM"
-    f" json_array_elements_text(CAST(:full AS json)) AS f(value) WHERE {_TO_FULL})"
-    " AND id NOT IN (SELECT json_array_elements_text(CAST(:busy AS json)))"
-    " ORDER BY next_attempt_at LIMIT :window FOR UPDATE SKIP LOCKED",
-)
-_IDS = "id IN (SELECT value FROM json_each(:ids))"
-_PG_IDS = "id IN (SELECT json_array_elements_text(CAST(:ids AS json)))"
-_TAKE = (
-    "UPDATE events SET attempt_count = attempt_count + 1, lease_owner = :owner,"
-    " lease_until = :lease_until WHERE {ids} AND delivery_status = 'pending' AND "
-    f"{_LEASABLE} RETURNING id, account_id, webhook_url, payload, attempt_count"
-)
-_CLAIM = Sql(_TAKE.format(ids=_IDS), postgres=_TAKE.format(ids=_PG_IDS))
-_GIVE_UP = (
-    "UPDATE events SET delivery_status = 'dropped', next_attempt_at = NULL, lease_until = NULL,"
-    f" lease_owner = NULL WHERE {{ids}} AND delivery_status = 'pending' AND {_LEASABLE}"
-)
-_DROP = Sql(_GIVE_UP.format(ids=_IDS), postgres=_GIVE_UP.format(ids=_PG_IDS))
-_LOST = Sql(
-    "INSERT INTO webhook_attempts (event_id, number, at, error)"
-    f" VALUES (:id, :number, :now, '{WORKER_LOST}')"
-)
-
-
-async def any_due(tx: Tx, *, now: datetime) -> bool:
-    """Whether some delivery is due, leased or not (a dead worker's lease may be over)."""
-    return await tx.fetchrow(_ANY_DUE, {"now": now}) is not None
-
-
-async def candidates(
-    tx: Tx, *, now: datetime, full: list[str], busy: list[str], window: int
-) -> list[Row]:
-    """Due deliveries, oldest first, skipping full endpoints and events this loop holds.
-
-    On PostgreSQL they are locked with SKIP LOCKED, so a concurrent claimer
-    takes other rows instead of waiting; on SQLite the write transaction
-    (BEGIN IMMEDIATE) already excludes every other writer.
-    """
-    params = {"now": now, "full": full, "busy": busy, "window": window}
-    return await tx.fetch(_CANDIDATES, params)
-
-
-async def take(
-    tx: Tx, ids: list[str], *, now: datetime, owner: str, lease_until: datetime
-) -> list[Claim]:
-    """Lease the deliveries to `owner`; the UPDATE restates the due condition."""
-    if not ids:
-        return []
-    params = {"ids": ids, "now": now, "owner": owner, "lease_until": lease_until}
-    return [_claim_of(row, owner) for row in await tx.fetch(_CLAIM, params)]
-
-
-def _claim_of(row: Row, owner: str) -> Claim:
-    payload = str(row["payload"]).encode()
-    return Claim(
-        row["id"], row["account_id"], row["webhook_url"], payload, row["attempt_count"], owner
-    )
-
-
-async def record_lost(tx: Tx, attempts: list[tuple[str, int]], *, now: datetime) -> None:
-    """Attempts a worker claimed and never recorded: it died with the lease."""
-    if attempts:
-        rows = [{"id": event_id, "number": number, "now": now} for event_id, number in attempts]
-        await tx.executemany(_LOST, rows)
-
-
-async def drop(tx: Tx, ids: list[str], *, now: datetime) -> None:
-    """Give up on deliveries whose attempts are used up."""
-    if ids:
-        await tx.execute(_DROP, {"ids": ids, "now": now})
 
 
 # The lease owner in the WHERE: a worker that overran its lease must not

@@ -2,7 +2,7 @@
 to a carrier, and events whose webhook is not yet delivered.
 
 One query per kind, over the partial index that keeps only the waiting rows
-(`ix_attempts_queued`, `ix_events_due`): its cost grows with the backlog, not
+(`ix_attempts_queued`, `ix_events_endpoint_due`): its cost grows with the backlog, not
 with the tables. Read at scrape time rather than kept by the loops, so every
 process answers the same figures, whichever loops it runs.
 """
