@@ -30,7 +30,6 @@ from relay.webhooks.transport import (
     DeliveryResult,
     WebhookClient,
     post,
-    socket_is_readable,
 )
 
 LOOPBACK = [ipaddress.IPv4Network("127.0.0.0/8")]
@@ -640,18 +639,3 @@ async def test_a_pooled_connection_the_receiver_dropped_is_replaced_not_reused(
         await client.aclose()
     assert (first.ok, second.ok) == (True, True), (first, second)
     assert receiver.connections == 2
-
-
-def test_a_socket_is_readable_once_data_or_the_end_of_the_stream_waits() -> None:
-    ours, theirs = socket.socketpair()
-    try:
-        assert not socket_is_readable(ours)
-        theirs.sendall(b"x")
-        assert socket_is_readable(ours)
-        ours.recv(1)
-        theirs.close()
-        assert socket_is_readable(ours)  # the peer's close: a read returns b""
-    finally:
-        ours.close()
-    assert socket_is_readable(ours)  # closed here: no descriptor
-    assert socket_is_readable(None)
