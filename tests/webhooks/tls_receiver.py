@@ -8,6 +8,7 @@ far as TLS or a request.
 import asyncio
 import contextlib
 import datetime as dt
+import gzip
 import ipaddress
 import socket
 import ssl
@@ -145,6 +146,11 @@ class Receiver:
     # connection and sets dropped.
     drop_idle: asyncio.Event = field(default_factory=asyncio.Event)
     dropped: asyncio.Event = field(default_factory=asyncio.Event)
+    # Routes in SERVE_AGAIN keep the connection for the next request; set when
+    # the client closes one of those while it waits.
+    client_closed: asyncio.Event = field(default_factory=asyncio.Event)
+    # Set at each request read.
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
     _server: asyncio.Server | None = None
     _handlers: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -186,11 +192,23 @@ class Receiver:
             await writer.start_tls(self.ssl_context)
             request = await _read_request(reader)
             self.requests.append(request)
+            self.arrived.set()
             await ROUTES[request.path](self, writer)
+            while request.path in SERVE_AGAIN:
+                request = await self._next_request(reader)
+                self.requests.append(request)
+                await ROUTES[request.path](self, writer)
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass  # the client went away or failed TLS, as several tests intend
         finally:
             writer.close()
+
+    async def _next_request(self, reader: asyncio.StreamReader) -> ReceivedRequest:
+        try:
+            return await _read_request(reader)
+        except (OSError, asyncio.IncompleteReadError):
+            self.client_closed.set()
+            raise
 
 
 async def _read_request(reader: asyncio.StreamReader) -> ReceivedRequest:
@@ -266,6 +284,23 @@ async def _keep_alive(receiver: Receiver, writer: asyncio.StreamWriter) -> None:
     receiver.dropped.set()
 
 
+async def _again(receiver: Receiver, writer: asyncio.StreamWriter) -> None:
+    writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
+    await writer.drain()
+
+
+async def _cookie(receiver: Receiver, writer: asyncio.StreamWriter) -> None:
+    writer.write(b"HTTP/1.1 204 No Content\r\nSet-Cookie: session=receiver-secret\r\n\r\n")
+    await writer.drain()
+
+
+GZIPPED = gzip.compress(b'{"received":true}' * 100)
+
+
+async def _gzip(receiver: Receiver, writer: asyncio.StreamWriter) -> None:
+    await _respond(writer, "200 OK", GZIPPED, Content_Encoding="gzip")
+
+
 ROUTES: dict[str, Route] = {
     "/ok": _ok,
     "/no-content": _no_content,
@@ -277,7 +312,12 @@ ROUTES: dict[str, Route] = {
     "/huge": _huge,
     "/close": _close,
     "/keep-alive": _keep_alive,
+    "/again": _again,
+    "/cookie": _cookie,
+    "/gzip": _gzip,
 }
+# Answered without "Connection: close": the next request may follow on the same connection.
+SERVE_AGAIN = frozenset({"/again", "/cookie"})
 
 
 @contextlib.asynccontextmanager

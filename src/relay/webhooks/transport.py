@@ -87,7 +87,7 @@ class WebhookClient:
     At most `concurrency` connections per endpoint (scheme, host and port), so
     one receiver's connections never crowd out another's; the total is bounded
     where deliveries are claimed (`relay.events.delivery`). A connection idle
-    for `IDLE_POOL_SECONDS` is closed.
+    for `idle_seconds` is closed.
 
     The private-address guard runs when a connection is opened (the address it
     connects to is the one checked), so reusing that connection is as safe as
@@ -102,12 +102,14 @@ class WebhookClient:
         ca_bundle: str | None,
         resolver: Resolver = system_resolver,
         concurrency: int = 16,
+        idle_seconds: float = IDLE_POOL_SECONDS,
     ) -> None:
         self._timeout = timeout
         self._allowed = tuple(allowed_networks)
         self._ssl_context = _ssl_context(ca_bundle)
         self._resolver = resolver
         self._concurrency = concurrency
+        self._idle_seconds = idle_seconds
         # Opened on the first post: a session belongs to the running event loop.
         self._session: aiohttp.ClientSession | None = None
 
@@ -154,7 +156,7 @@ class WebhookClient:
                 use_dns_cache=False,
                 limit=0,
                 limit_per_host=self._concurrency,
-                keepalive_timeout=IDLE_POOL_SECONDS,
+                keepalive_timeout=self._idle_seconds,
             )
             self._session = aiohttp.ClientSession(
                 connector=connector,
