@@ -285,6 +285,25 @@ async def test_a_public_looking_name_resolving_to_loopback_never_connects(
     assert receiver.connections == 0
 
 
+@pytest.mark.parametrize("dot", ["\uff0e", "\u3002"])
+async def test_a_host_that_is_an_ip_literal_once_idna_maps_its_dots_is_checked_as_one(
+    receiver: Receiver, trusted_identity: ServerIdentity, dot: str
+) -> None:
+    """Fullwidth and ideographic dots become "." in the URL parser that aiohttp uses,
+    which then connects to the literal without asking any resolver."""
+    resolver = FixedResolver("93.184.216.34")
+    host = dot.join(["127", "0", "0", "1"])
+
+    result = await deliver(
+        receiver.url("/ok", host=host), trusted_identity, allowed=(), resolver=resolver
+    )
+
+    assert (result.ok, result.error) == (False, "refused_address")
+    assert resolver.lookups == []
+    await asyncio.sleep(0.05)
+    assert receiver.connections == 0
+
+
 @pytest.mark.parametrize(
     "url",
     [
