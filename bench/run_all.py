@@ -66,6 +66,13 @@ TABLE: list[tuple[str, str, str | None]] = [
     ("webhooks_floor_ratio", "webhooks: Relay / bare client", ">= 0.50"),
     ("webhooks_cpu_us", "webhooks: Relay's CPU per delivery (µs)", None),
     ("webhooks_floor_cpu_us", "webhooks: bare client's CPU per delivery (µs)", None),
+    ("webhooks_aiohttp_floor_per_s", "bare aiohttp client, same bodies and receiver (per s)", None),
+    ("webhooks_aiohttp_floor_ratio", "webhooks: Relay / bare aiohttp client (informational)", None),
+    (
+        "webhooks_aiohttp_floor_cpu_us",
+        "webhooks: bare aiohttp client's CPU per delivery (µs)",
+        None,
+    ),
 ]
 
 
@@ -105,6 +112,9 @@ def webhooks(smoke: bool) -> dict[str, float]:
         "webhooks_floor_ratio": figures.ratio,
         "webhooks_cpu_us": figures.relay_cpu_us,
         "webhooks_floor_cpu_us": sum(figures.floor_cpu_us) / len(figures.floor_cpu_us),
+        "webhooks_aiohttp_floor_per_s": figures.aiohttp_floor_mean,
+        "webhooks_aiohttp_floor_ratio": figures.aiohttp_ratio,
+        "webhooks_aiohttp_floor_cpu_us": sum(figures.aiohttp_floor_cpu_us) / 2,
     }
 
 
