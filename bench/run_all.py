@@ -192,12 +192,12 @@ def table(results: dict[str, Any]) -> None:
     smoke = " (smoke: figures mean nothing)" if results["smoke"] else ""
     total = results["seconds"]["total"]
     print(f"\nRelay benchmarks, {results['started_at']}, {total:.0f} s{smoke}")
-    print(f"| {'key':26} | {'measure':54} | {'value':>9} | target |")
-    print(f"|{'-' * 28}|{'-' * 56}|{'-' * 11}|--------|")
+    print(f"| {'key':29} | {'measure':54} | {'value':>9} | target |")
+    print(f"|{'-' * 31}|{'-' * 56}|{'-' * 11}|--------|")
     for key, what, target in TABLE:
         value = results.get(key)
         shown = "-" if value is None else f"{value:,.2f}" if value < 10 else f"{value:,.0f}"
-        print(f"| {key:26} | {what:54} | {shown:>9} | {target or ''} |")
+        print(f"| {key:29} | {what:54} | {shown:>9} | {target or ''} |")
     for part, error in results["errors"].items():
         print(f"FAILED {part}: {error}")
 
