@@ -154,6 +154,7 @@ class WebhookClient:
                 resolver=GuardedResolver(allowed=self._allowed, resolver=self._resolver),
                 # Every new connection is resolved and checked afresh, as the guard asks.
                 use_dns_cache=False,
+                # No total here: attempts in flight are bounded where they are claimed.
                 limit=0,
                 limit_per_host=self._concurrency,
                 keepalive_timeout=self._idle_seconds,
