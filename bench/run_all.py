@@ -66,6 +66,13 @@ TABLE: list[tuple[str, str, str | None]] = [
     ("webhooks_floor_ratio", "webhooks: Relay / bare client", ">= 0.50"),
     ("webhooks_cpu_us", "webhooks: Relay's CPU per delivery (µs)", None),
     ("webhooks_floor_cpu_us", "webhooks: bare client's CPU per delivery (µs)", None),
+    ("webhooks_aiohttp_floor_per_s", "bare aiohttp client, same bodies and receiver (per s)", None),
+    ("webhooks_aiohttp_floor_ratio", "webhooks: Relay / bare aiohttp client (informational)", None),
+    (
+        "webhooks_aiohttp_floor_cpu_us",
+        "webhooks: bare aiohttp client's CPU per delivery (µs)",
+        None,
+    ),
 ]
 
 
@@ -105,6 +112,9 @@ def webhooks(smoke: bool) -> dict[str, float]:
         "webhooks_floor_ratio": figures.ratio,
         "webhooks_cpu_us": figures.relay_cpu_us,
         "webhooks_floor_cpu_us": sum(figures.floor_cpu_us) / len(figures.floor_cpu_us),
+        "webhooks_aiohttp_floor_per_s": figures.aiohttp_floor_mean,
+        "webhooks_aiohttp_floor_ratio": figures.aiohttp_ratio,
+        "webhooks_aiohttp_floor_cpu_us": sum(figures.aiohttp_floor_cpu_us) / 2,
     }
 
 
@@ -182,12 +192,12 @@ def table(results: dict[str, Any]) -> None:
     smoke = " (smoke: figures mean nothing)" if results["smoke"] else ""
     total = results["seconds"]["total"]
     print(f"\nRelay benchmarks, {results['started_at']}, {total:.0f} s{smoke}")
-    print(f"| {'key':26} | {'measure':54} | {'value':>9} | target |")
-    print(f"|{'-' * 28}|{'-' * 56}|{'-' * 11}|--------|")
+    print(f"| {'key':29} | {'measure':54} | {'value':>9} | target |")
+    print(f"|{'-' * 31}|{'-' * 56}|{'-' * 11}|--------|")
     for key, what, target in TABLE:
         value = results.get(key)
         shown = "-" if value is None else f"{value:,.2f}" if value < 10 else f"{value:,.0f}"
-        print(f"| {key:26} | {what:54} | {shown:>9} | {target or ''} |")
+        print(f"| {key:29} | {what:54} | {shown:>9} | {target or ''} |")
     for part, error in results["errors"].items():
         print(f"FAILED {part}: {error}")
 

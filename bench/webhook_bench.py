@@ -13,6 +13,8 @@ in this process posting the same event bodies, each signed afresh like
 Relay's, with as many posts in flight as Relay allows one endpoint
 (RELAY_WEBHOOK_ENDPOINT_CONCURRENCY). It runs before and after Relay, each
 time to a path of its own; the ratio is Relay's rate over the mean of the two.
+A second floor, for information: a bare aiohttp client (the library Relay's
+transport is built on) posting the same way, also before and after Relay.
 
 Usage:
   .venv/bin/python bench/webhook_bench.py [--events 5000] [--db sqlite|pg [--workers 2]]
@@ -33,11 +35,12 @@ import ssl
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import aiohttp
 import httpx
 import orjson
 
@@ -117,38 +120,68 @@ def rate(count: int, first: float, last: float) -> float:
     return (count - 1) / (last - first) if count > 1 and last > first else 0.0
 
 
+Sign = Callable[[bytes], dict[str, str]]
+Posts = Callable[[str, ssl.SSLContext, list[bytes], Sign, int], Awaitable[None]]
+
+
 def floor(
-    sink_url: str, path: str, cert: CertificatePaths, bodies: list[bytes], secret: str, width: int
+    sink_url: str,
+    path: str,
+    cert: CertificatePaths,
+    bodies: list[bytes],
+    secret: str,
+    width: int,
+    client: str = "httpx",
 ) -> tuple[float, float]:
-    """A bare httpx client posting the same bodies, signed afresh, `width` at a time.
+    """A bare `client` posting the same bodies, signed afresh, `width` at a time.
 
     Its rate, and its CPU µs per delivery.
     """
 
-    async def post_all() -> None:
-        context = ssl.create_default_context(cafile=str(cert.cert))
-        limits = httpx.Limits(max_connections=width, max_keepalive_connections=width)
-        pending = iter(bodies)
-        async with httpx.AsyncClient(verify=context, limits=limits, timeout=30) as client:
+    def headers(body: bytes) -> dict[str, str]:
+        stamp = int(time.time())
+        return {"Content-Type": "application/json", HEADER: sign(body, [secret], timestamp=stamp)}
 
-            async def sender() -> None:
-                for body in pending:
-                    stamp = int(time.time())
-                    headers = {
-                        "Content-Type": "application/json",
-                        HEADER: sign(body, [secret], timestamp=stamp),
-                    }
-                    answer = await client.post(f"{sink_url}{path}", content=body, headers=headers)
-                    answer.raise_for_status()
-
-            await asyncio.gather(*(sender() for _ in range(width)))
-
+    posts: Posts = _aiohttp_posts if client == "aiohttp" else _httpx_posts
+    context = ssl.create_default_context(cafile=str(cert.cert))
     # The same event loop as `relay serve` (uvicorn runs uvloop when installed).
     used = time.process_time()
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        runner.run(post_all())
+        runner.run(posts(f"{sink_url}{path}", context, bodies, headers, width))
     used = time.process_time() - used
     return rate(*path_stats(sink_url, cert, path)), used / len(bodies) * 1e6
+
+
+async def _httpx_posts(
+    url: str, context: ssl.SSLContext, bodies: list[bytes], headers: Sign, width: int
+) -> None:
+    limits = httpx.Limits(max_connections=width, max_keepalive_connections=width)
+    pending = iter(bodies)
+    async with httpx.AsyncClient(verify=context, limits=limits, timeout=30) as client:
+
+        async def sender() -> None:
+            for body in pending:
+                answer = await client.post(url, content=body, headers=headers(body))
+                answer.raise_for_status()
+
+        await asyncio.gather(*(sender() for _ in range(width)))
+
+
+async def _aiohttp_posts(
+    url: str, context: ssl.SSLContext, bodies: list[bytes], headers: Sign, width: int
+) -> None:
+    connector = aiohttp.TCPConnector(ssl=context, limit=width)
+    timeout = aiohttp.ClientTimeout(total=30)
+    pending = iter(bodies)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as client:
+
+        async def sender() -> None:
+            for body in pending:
+                async with client.post(url, data=body, headers=headers(body)) as answer:
+                    await answer.read()
+                    answer.raise_for_status()
+
+        await asyncio.gather(*(sender() for _ in range(width)))
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -172,6 +205,9 @@ class WebhookFigures:
     # sender, whatever the receiver (which limits the rate on two cores) takes.
     relay_cpu_us: float
     floor_cpu_us: tuple[float, float]
+    # The informational second floor: a bare aiohttp client, before and after.
+    aiohttp_floor_per_s: tuple[float, float]
+    aiohttp_floor_cpu_us: tuple[float, float]
 
     @property
     def floor_mean(self) -> float:
@@ -181,11 +217,20 @@ class WebhookFigures:
     def ratio(self) -> float:
         return self.relay_per_s / self.floor_mean if self.floor_mean else 0.0
 
+    @property
+    def aiohttp_floor_mean(self) -> float:
+        return sum(self.aiohttp_floor_per_s) / len(self.aiohttp_floor_per_s)
+
+    @property
+    def aiohttp_ratio(self) -> float:
+        mean = self.aiohttp_floor_mean
+        return self.relay_per_s / mean if mean else 0.0
+
 
 def measure(
     events: int = 5000, db: str = "sqlite", workers: int = 1, width: int | None = None
 ) -> WebhookFigures:
-    """One run: the floor, Relay draining the same events, the floor again."""
+    """One run: the floors, Relay draining the same events, the floors again."""
     width = width or Settings().webhook_endpoint_concurrency
     with tempfile.TemporaryDirectory() as tmp:
         return _measure(Path(tmp), events, db, workers, width)
@@ -213,6 +258,7 @@ def _measure(work: Path, events: int, db: str, workers: int, width: int) -> Webh
         bodies = backlog(settings, account["id"], f"{sink_url}/relay", events)
         secret = account["webhook_secret"]
         before, before_cpu = floor(sink_url, "/floor-1", hook_cert, bodies, secret, width)
+        aio_before = floor(sink_url, "/aiohttp-1", hook_cert, bodies, secret, width, "aiohttp")
         with relay_process(env, data, workers) as (_url, pid):
             used = server_cpu_seconds(pid)
             deadline = time.monotonic() + max(120.0, events / 10)
@@ -222,6 +268,7 @@ def _measure(work: Path, events: int, db: str, workers: int, width: int) -> Webh
                 count, first, last = path_stats(sink_url, hook_cert, "/relay")
             used = server_cpu_seconds(pid) - used
         after, after_cpu = floor(sink_url, "/floor-2", hook_cert, bodies, secret, width)
+        aio_after = floor(sink_url, "/aiohttp-2", hook_cert, bodies, secret, width, "aiohttp")
     return WebhookFigures(
         db,
         workers,
@@ -232,6 +279,8 @@ def _measure(work: Path, events: int, db: str, workers: int, width: int) -> Webh
         (before, after),
         used / max(count, 1) * 1e6,
         (before_cpu, after_cpu),
+        (aio_before[0], aio_after[0]),
+        (aio_before[1], aio_after[1]),
     )
 
 
@@ -252,6 +301,12 @@ def report(figures: WebhookFigures) -> None:
     floor_cpu = " / ".join(f"{cpu:,.0f}" for cpu in figures.floor_cpu_us)
     relay_cpu = f"{figures.relay_cpu_us:,.0f}"
     print(f"| sender CPU µs per delivery: Relay; floor before / after | {relay_cpu}; {floor_cpu} |")
+    aio_before, aio_after = figures.aiohttp_floor_per_s
+    aio_cpu = " / ".join(f"{cpu:,.0f}" for cpu in figures.aiohttp_floor_cpu_us)
+    aio_rates = f"{aio_before:,.0f} / {aio_after:,.0f}"
+    print(f"| second floor, bare aiohttp client: before / after | {aio_rates} |")
+    print(f"| Relay / aiohttp floor | {figures.aiohttp_ratio:.2f}x |")
+    print(f"| aiohttp floor CPU µs per delivery: before / after | {aio_cpu} |")
     if figures.received < figures.events:
         raise SystemExit(f"only {figures.received} of {figures.events} events arrived")
 
@@ -273,7 +328,11 @@ def main() -> None:
         raise SystemExit("SQLite is served by one process; use --db pg for --workers > 1")
     figures = measure(args.events, args.db, args.workers, args.width)
     if args.json:
-        print(json.dumps({**asdict(figures), "ratio": figures.ratio}))
+        print(
+            json.dumps(
+                {**asdict(figures), "ratio": figures.ratio, "aiohttp_ratio": figures.aiohttp_ratio}
+            )
+        )
     else:
         report(figures)
 

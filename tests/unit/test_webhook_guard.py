@@ -7,6 +7,7 @@ from relay.webhooks.guard import (
     IPAddress,
     RefusedDestinationError,
     UnresolvableHostError,
+    host_problem,
     is_permitted_address,
     resolve_permitted,
     system_resolver,
@@ -230,3 +231,24 @@ async def test_numeric_spellings_of_loopback_are_refused_once_resolved(host: str
     """The C resolver parses these numerically (no DNS query); the result is checked."""
     with pytest.raises(RefusedDestinationError, match=r"127\.0\.0\.1"):
         await resolve_permitted(host, 443, allowed=(), resolver=system_resolver)
+
+
+@pytest.mark.parametrize(
+    ("host", "problem"),
+    [
+        ("hooks.example.com", None),
+        ("93.184.216.34", None),
+        ("127.0.0.1", "refused_address"),
+        ("::ffff:10.0.0.1", "refused_address"),
+        ("127.1", "malformed"),
+        ("2130706433", "malformed"),
+    ],
+)
+def test_a_host_connected_to_as_written_is_checked_without_a_lookup(
+    host: str, problem: str | None
+) -> None:
+    assert host_problem(host) == problem
+
+
+def test_an_allowed_network_lets_a_literal_host_through() -> None:
+    assert host_problem("127.0.0.1", [LOOPBACK_V4]) is None

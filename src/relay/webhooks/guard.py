@@ -143,7 +143,7 @@ def url_problem(url: str, *, allowed: Sequence[IPNetwork] = ()) -> UrlProblem | 
         return "userinfo"
     if not parts.hostname:
         return "no_host"
-    return _literal_problem(parts.hostname, allowed)
+    return host_problem(parts.hostname, allowed)
 
 
 def endpoint(url: str) -> str:
@@ -161,7 +161,12 @@ def endpoint(url: str) -> str:
     return url
 
 
-def _literal_problem(host: str, allowed: Sequence[IPNetwork]) -> UrlProblem | None:
+def host_problem(host: str, allowed: Sequence[IPNetwork] = ()) -> UrlProblem | None:
+    """Why a URL's host cannot be connected to as written, or None for a name to resolve.
+
+    An IP literal is connected to without any lookup, so it is checked here;
+    numeric spellings that are not literals are refused.
+    """
     literal = _ip_literal(host)
     if literal is None:
         return "malformed" if _looks_numeric(host) else None

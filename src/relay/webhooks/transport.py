@@ -1,7 +1,7 @@
 """One outbound webhook POST: guarded destination, verified TLS, one deadline.
 
-The destination is checked where each connection opens, in
-`relay.webhooks.network`; this module is the attempt around it: the URL
+The destination is checked where each connection opens, by the resolver in
+`relay.webhooks.resolver`; this module is the attempt around it: the URL
 rules, the deadline, the response cap and how a failure is named.
 """
 
@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import aiohttp
 import certifi
-import httpcore
-import httpx
+from yarl import URL
 
 from relay.webhooks.guard import (
     GuardError,
@@ -25,16 +25,18 @@ from relay.webhooks.guard import (
     RefusedDestinationError,
     Resolver,
     UnresolvableHostError,
-    endpoint,
+    host_problem,
     system_resolver,
     url_problem,
 )
-from relay.webhooks.network import IDLE_POOL_SECONDS, guarded_pool, socket_is_readable
+from relay.webhooks.resolver import GuardedResolver
 
-__all__ = ["DeliveryResult", "WebhookClient", "post", "socket_is_readable"]
+__all__ = ["DeliveryResult", "WebhookClient", "post"]
 
 MAX_RESPONSE_BYTES = 64 * 1024
 USER_AGENT = "Relay-Webhooks/1"
+# As long as an idle keep-alive connection is kept open.
+IDLE_POOL_SECONDS = 30.0
 
 DeliveryError = Literal[
     "invalid_url",
@@ -82,10 +84,10 @@ def excerpt(body: bytes) -> str | None:
 class WebhookClient:
     """Keep-alive connections for many deliveries: one TLS handshake per receiver, not per event.
 
-    One connection pool per endpoint (scheme, host and port as written), of at
-    most `concurrency` connections: a pool is searched on every request, so
-    small pools keep that cheap, and one receiver's connections never crowd
-    out another's. A pool idle for `IDLE_POOL_SECONDS` is closed.
+    At most `concurrency` connections per endpoint (scheme, host and port), so
+    one receiver's connections never crowd out another's; the total is bounded
+    where deliveries are claimed (`relay.events.delivery`). A connection idle
+    for `idle_seconds` is closed.
 
     The private-address guard runs when a connection is opened (the address it
     connects to is the one checked), so reusing that connection is as safe as
@@ -100,14 +102,16 @@ class WebhookClient:
         ca_bundle: str | None,
         resolver: Resolver = system_resolver,
         concurrency: int = 16,
+        idle_seconds: float = IDLE_POOL_SECONDS,
     ) -> None:
         self._timeout = timeout
-        self._allowed = allowed_networks
+        self._allowed = tuple(allowed_networks)
         self._ssl_context = _ssl_context(ca_bundle)
         self._resolver = resolver
         self._concurrency = concurrency
-        self._pools: dict[str, _Pool] = {}
-        self._swept = time.monotonic()
+        self._idle_seconds = idle_seconds
+        # Opened on the first post: a session belongs to the running event loop.
+        self._session: aiohttp.ClientSession | None = None
 
     async def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> DeliveryResult:
         """POST `body` to `url` once; any 2xx is success. Never raises for network problems.
@@ -116,59 +120,65 @@ class WebhookClient:
         reading the (truncated) response. Redirects are failures, never followed.
         """
         started = time.monotonic()
-        problem = url_problem(url, allowed=self._allowed)
-        if problem is not None:
-            error: DeliveryError = (
-                "refused_address" if problem == "refused_address" else "invalid_url"
-            )
-            return _failure(error, started)
-        pool = self._pool(endpoint(url))
-        pool.in_flight += 1
+        target = _target(url, self._allowed)
+        if not isinstance(target, URL):
+            return _failure(target, started)
         try:
             async with asyncio.timeout(self._timeout):
-                status, excerpt = await _exchange(pool.pool, url, body, headers, self._timeout)
+                status, received = await self._exchange(target, body, headers)
         except _NETWORK_ERRORS as exc:
             return _failure(_classify(exc), started)
+        return _outcome(status, received, started)
+
+    async def _exchange(
+        self, target: URL, body: bytes, headers: Mapping[str, str]
+    ) -> tuple[int, bytes]:
+        response = await self._open().post(
+            target, data=body, headers=headers, allow_redirects=False
+        )
+        try:
+            received = await _read_at_most(response, MAX_RESPONSE_BYTES)
         finally:
-            pool.in_flight -= 1
-            pool.used = time.monotonic()
-            if pool.used - self._swept > IDLE_POOL_SECONDS:
-                await self._close_idle(pool.used)
-        return _outcome(status, excerpt, started)
+            # Only a connection whose answer was read to its end goes back to
+            # the pool; one left early (a cut body, the deadline) is closed.
+            if response.content.at_eof():
+                response.release()
+            else:
+                response.close()
+        return response.status, received
 
-    def _pool(self, key: str) -> _Pool:
-        pool = self._pools.get(key)
-        if pool is None:
-            connections = guarded_pool(
-                ssl_context=self._ssl_context,
-                allowed=self._allowed,
-                resolver=self._resolver,
-                max_connections=self._concurrency,
+    def _open(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            connector = aiohttp.TCPConnector(
+                ssl=self._ssl_context,
+                resolver=GuardedResolver(allowed=self._allowed, resolver=self._resolver),
+                # Every new connection is resolved and checked afresh, as the guard asks.
+                use_dns_cache=False,
+                # No total here: attempts in flight are bounded where they are claimed.
+                limit=0,
+                limit_per_host=self._concurrency,
+                keepalive_timeout=self._idle_seconds,
             )
-            pool = self._pools[key] = _Pool(connections)
-        return pool
-
-    async def _close_idle(self, now: float) -> None:
-        self._swept = now
-        idle = [
-            key
-            for key, pool in self._pools.items()
-            if not pool.in_flight and now - pool.used > IDLE_POOL_SECONDS
-        ]
-        for key in idle:
-            await self._pools.pop(key).pool.aclose()
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                # Nothing read from the environment (proxies, netrc): the guard
+                # sees the real destination, and no credentials leak to it.
+                trust_env=False,
+                # A receiver's cookies are never sent on, to it or to anyone.
+                cookie_jar=aiohttp.DummyCookieJar(),
+                # The answer's bytes are counted as they arrive, never decompressed.
+                auto_decompress=False,
+                headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
+                skip_auto_headers=("Content-Type",),
+                # The one deadline is the caller's asyncio.timeout.
+                timeout=aiohttp.ClientTimeout(total=None),
+            )
+        return self._session
 
     async def aclose(self) -> None:
-        pools, self._pools = list(self._pools.values()), {}
-        for pool in pools:
-            await pool.pool.aclose()
-
-
-@dataclass
-class _Pool:
-    pool: httpcore.AsyncConnectionPool
-    in_flight: int = 0
-    used: float = 0.0
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
 
 
 async def post(
@@ -194,66 +204,30 @@ async def post(
         await client.aclose()
 
 
-async def _exchange(
-    pool: httpcore.AsyncConnectionPool,
-    url: str,
-    body: bytes,
-    headers: Mapping[str, str],
-    timeout: float,  # noqa: ASYNC109 -- per phase; the caller holds the whole deadline
-) -> tuple[int, bytes]:
-    # httpx parses the URL (IDNA, IPv6 literals, the Host header's form);
-    # httpcore's pool does the rest. Nothing is read from the environment
-    # (proxies, netrc): the guard sees the real destination, and no
-    # credentials leak to it. Redirects are never followed.
-    parsed = httpx.URL(url)
-    request = httpcore.Request(
-        "POST",
-        httpcore.URL(
-            scheme=parsed.raw_scheme,
-            host=parsed.raw_host,
-            port=parsed.port,
-            target=parsed.raw_path,
-        ),
-        headers=_request_headers(parsed, body, headers),
-        content=body,
-        extensions={
-            "timeout": {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
-        },
-    )
-    response = await pool.handle_async_request(request)
-    try:
-        return response.status, await _read_at_most(response, MAX_RESPONSE_BYTES)
-    finally:
-        await response.aclose()
+def _target(url: str, allowed: Sequence[IPNetwork]) -> URL | DeliveryError:
+    problem = url_problem(url, allowed=allowed)
+    if problem is None:
+        try:
+            parsed = URL(url)
+        except ValueError:
+            return "invalid_url"
+        # aiohttp connects to an IP literal without asking the resolver, so
+        # the host is checked again here as aiohttp will read it.
+        problem = host_problem(parsed.raw_host, allowed) if parsed.raw_host else "no_host"
+        if problem is None:
+            return parsed
+    return "refused_address" if problem == "refused_address" else "invalid_url"
 
 
-def _request_headers(
-    url: httpx.URL, body: bytes, headers: Mapping[str, str]
-) -> list[tuple[bytes, bytes]]:
-    given = {name.lower() for name in headers}
-    defaults = [
-        (b"Host", url.netloc),
-        (b"Accept", b"*/*"),
-        # Identity: the answer's bytes are counted, never decompressed.
-        (b"Accept-Encoding", b"identity"),
-        (b"Connection", b"keep-alive"),
-        (b"User-Agent", USER_AGENT.encode()),
-        (b"Content-Length", str(len(body)).encode()),
-    ]
-    return [
-        *((name, value) for name, value in defaults if name.decode().lower() not in given),
-        *((name.encode(), value.encode()) for name, value in headers.items()),
-    ]
-
-
-async def _read_at_most(response: httpcore.Response, limit: int) -> bytes:
+async def _read_at_most(response: aiohttp.ClientResponse, limit: int) -> bytes:
     # Raw bytes, counted as they arrive: a receiver cannot make us buffer an
-    # endless or decompression-bombed body. Leaving early closes the connection.
+    # endless or decompression-bombed body.
     received = bytearray()
-    async for chunk in response.aiter_stream():
-        received += chunk[: limit - len(received)]
-        if len(received) >= limit:
+    while len(received) < limit:
+        chunk = await response.content.read(limit - len(received))
+        if not chunk:
             break
+        received += chunk
     return bytes(received)
 
 
@@ -274,40 +248,35 @@ def _elapsed_ms(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
 
 
-_NETWORK_ERRORS = (
-    GuardError,
-    TimeoutError,
-    OSError,
-    httpcore.TimeoutException,
-    httpcore.NetworkError,
-    httpcore.ProtocolError,
-    httpcore.UnsupportedProtocol,
-    httpx.TransportError,
-    httpx.InvalidURL,
-)
+_NETWORK_ERRORS = (GuardError, TimeoutError, OSError, aiohttp.ClientError)
 
 
 def _classify(exc: BaseException) -> DeliveryError:
     if isinstance(exc, RefusedDestinationError):
         return "refused_address"
-    if isinstance(exc, UnresolvableHostError):
+    if isinstance(exc, UnresolvableHostError | aiohttp.ClientConnectorDNSError):
         return "dns_error"
-    if isinstance(exc, httpx.InvalidURL):
+    if isinstance(exc, aiohttp.InvalidURL):
         return "invalid_url"
-    if isinstance(exc, TimeoutError | httpcore.TimeoutException | httpx.TimeoutException):
+    # aiohttp's own timeouts are TimeoutErrors too.
+    if isinstance(exc, TimeoutError):
         return "timeout"
-    if _caused_by_ssl_error(exc):
+    if isinstance(exc, aiohttp.ClientSSLError) or _caused_by_ssl_error(exc):
         return "tls_error"
-    if isinstance(exc, httpcore.ConnectError | httpx.ConnectError | OSError):
-        return "connect_error"
-    if isinstance(exc, httpcore.ProtocolError | httpx.ProtocolError):
+    # The receiver broke HTTP: closed before answering, or answered garbage.
+    if isinstance(
+        exc,
+        aiohttp.ServerDisconnectedError | aiohttp.ClientResponseError | aiohttp.ClientPayloadError,
+    ):
         return "protocol_error"
+    if isinstance(exc, aiohttp.ClientConnectorError) or not isinstance(exc, aiohttp.ClientError):
+        return "connect_error"
     return "network_error"
 
 
 def _caused_by_ssl_error(exc: BaseException) -> bool:
-    # httpcore wraps ssl.SSLError in ConnectError or ReadError, and its pool
-    # re-raises "from None", so the SSLError survives only as __context__.
+    # A TLS failure after the handshake reaches us wrapped (ClientOSError,
+    # a payload error), with the SSLError as its cause or context.
     current: BaseException | None = exc
     while current is not None:
         if isinstance(current, ssl.SSLError):
