@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from relay.db.group_commit import MAX_BATCH, Batched, GroupCommit, T, Unit
 from relay.db.sql import (
@@ -63,15 +63,24 @@ def connect(path: str) -> sqlite3.Connection:
     return connection
 
 
-@contextlib.contextmanager
-def _translated() -> Iterator[None]:
-    try:
-        yield
-    except sqlite3.IntegrityError as error:
-        raise IntegrityViolation(str(error)) from error
-    except sqlite3.OperationalError as error:
-        # Locked past the busy timeout, disk full, read-only file: nothing was written.
-        raise DatabaseUnavailable(str(error)) from error
+class _Translated:
+    """sqlite3's errors as the data layer's. A class, not @contextmanager: it wraps
+    every statement, and a generator-based one costs a generator per use."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, _: object
+    ) -> None:
+        if isinstance(error, sqlite3.IntegrityError):
+            raise IntegrityViolation(str(error)) from error
+        if isinstance(error, sqlite3.OperationalError):
+            # Locked past the busy timeout, disk full, read-only file: nothing was written.
+            raise DatabaseUnavailable(str(error)) from error
+
+
+_translated = _Translated()
 
 
 class SqliteTx(Channels):
@@ -83,25 +92,25 @@ class SqliteTx(Channels):
 
     async def execute(self, statement: Sql, params: Params | None = None) -> int:
         args = self.bound(statement, params)
-        with _translated():
+        with _translated:
             cursor = self.connection.execute(statement.sqlite, args)
         return cursor.rowcount
 
     async def executemany(self, statement: Sql, rows: Sequence[Params]) -> None:
         many = self.bound_rows(statement, rows)
-        with _translated():
+        with _translated:
             self.connection.executemany(statement.sqlite, many)
 
     async def fetch(self, statement: Sql, params: Params | None = None) -> list[Row]:
         args = self.bound(statement, params)
-        with _translated():
+        with _translated:
             cursor = self.connection.execute(statement.sqlite, args)
             rows: list[Row] = cursor.fetchall()
         return rows
 
     async def fetchrow(self, statement: Sql, params: Params | None = None) -> Row | None:
         args = self.bound(statement, params)
-        with _translated():
+        with _translated:
             cursor = self.connection.execute(statement.sqlite, args)
             row: Row | None = cursor.fetchone()
             # A RETURNING statement finishes only when its rows are read out.
@@ -121,7 +130,7 @@ class SqliteSession:
         return self.tx.take_notified()
 
     def _run(self, sql: str) -> None:
-        with _translated():
+        with _translated:
             self.connection.execute(sql)
 
     async def begin(self) -> None:
