@@ -39,8 +39,8 @@ CHECKPOINT_INTERVAL = 1.0
 # Checkpointer keeps the WAL shorter than that (see there).
 WAL_BACKSTOP_PAGES = 20_000
 # A WAL this long (40 MB) is started over from its first page. Each restart
-# holds this process's writes for two syncs (5-12 ms here), so not more often
-# than the WAL's length calls for.
+# holds this process's writes for two disk syncs, so not more often than the
+# WAL's length calls for.
 RESTART_PAGES = 10_000
 # How long a RESTART checkpoint waits for readers (or another process's
 # write) before it settles for what a PASSIVE one does: the writes of this
