@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -28,6 +29,8 @@ class OffsetClock:
         self.offset += timedelta(seconds=seconds)
 
 
+# Cached: an answer shows the same few moments many times (created, updated, sent).
+@functools.lru_cache(maxsize=1024)
 def isoformat(moment: datetime) -> str:
     """ISO 8601 in UTC with a `Z`, millisecond precision, as the API shows times."""
     # "+00:00" is the only offset an aware UTC time can carry.

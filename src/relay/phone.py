@@ -44,10 +44,11 @@ def parse_destination(raw: str, *, livemode: bool, param: str = "to") -> Destina
         number = phonenumbers.parse(raw, None)
     except phonenumbers.NumberParseException as exc:
         raise PhoneNumberInvalid(param=param) from exc
-    # What is_valid_number does, keeping the region it looks up (the costly part)
-    # instead of looking it up twice.
     country = phonenumbers.region_code_for_number(number)
-    if country is None or not phonenumbers.is_valid_number_for_region(number, country):
+    # The type in the number's own region is UNKNOWN exactly when the number is
+    # valid nowhere (is_valid_number asks the same), so one lookup answers both.
+    kind = PhoneNumberType.UNKNOWN if country is None else phonenumbers.number_type(number)
+    if country is None or kind == PhoneNumberType.UNKNOWN:
         raise PhoneNumberInvalid(param=param)
     if country is None or len(country) != 2 or not country.isalpha():
         # Non-geographic ranges (+881 satellite, +882/+883 international networks)
@@ -56,7 +57,7 @@ def parse_destination(raw: str, *, livemode: bool, param: str = "to") -> Destina
             "SMS codes cannot be sent to non-geographic numbers.", param=param
         )
     if not (raw in SANDBOX_NUMBERS and not livemode):
-        _require_sms_reachable(phonenumbers.number_type(number), param)
+        _require_sms_reachable(kind, param)
     return Destination(e164=raw, country=country)
 
 

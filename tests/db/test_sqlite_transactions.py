@@ -13,7 +13,7 @@ import pytest
 
 from relay.db.migrate import upgrade
 from relay.db.sql import Sql, Tx
-from relay.db.sqlite import SqliteDb
+from relay.db.sqlite import Checkpointer, SqliteDb
 
 
 @pytest.fixture
@@ -84,4 +84,44 @@ async def test_a_failed_write_leaves_nothing_behind(database_path: Path) -> None
         assert tables == []
         assert not other_writer_is_locked_out(database_path)
     finally:
+        await db.close()
+
+
+def wal_pages(path: Path) -> int:
+    """Pages the WAL holds now: its frames from the first, as long as they carry the
+    salts of its header (a frame left from before a restart carries older ones)."""
+    wal = Path(f"{path}-wal").read_bytes()
+    page_size, salts = int.from_bytes(wal[8:12], "big"), wal[16:24]
+    frames, offset = 0, 32
+    while wal[offset + 8 : offset + 16] == salts:
+        frames, offset = frames + 1, offset + 24 + page_size
+    return frames
+
+
+@pytest.mark.asyncio
+async def test_after_a_restart_checkpoint_the_next_write_starts_the_wal_over(
+    database_path: Path,
+) -> None:
+    """What the writer waits for between batches once the WAL has grown long."""
+    db = SqliteDb(str(database_path))
+    insert = Sql("INSERT INTO scratch VALUES (:n)")
+    # A reader on an old snapshot keeps any checkpoint from reaching the WAL's end
+    # meanwhile, as steady writes do: the WAL grows from commit to commit.
+    reader = sqlite3.connect(database_path, isolation_level=None)
+    checkpointer = Checkpointer(str(database_path))
+    try:
+        await db.write(lambda tx: tx.execute(Sql("CREATE TABLE scratch (n INTEGER)")))
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM scratch").fetchall()
+        for n in range(20):
+            await db.write(lambda tx, n=n: tx.execute(insert, {"n": n}))
+        grown = wal_pages(database_path)
+        reader.execute("COMMIT")
+        checkpointer.restart()
+        await db.write(lambda tx: tx.execute(insert, {"n": 20}))
+        assert wal_pages(database_path) < 3 < grown
+        assert not checkpointer.restart_due
+    finally:
+        checkpointer.stop()
+        reader.close()
         await db.close()

@@ -13,6 +13,7 @@ of a value and `moment`, `document` and `flag` read a column back.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -154,19 +155,28 @@ class Channels:
         return taken
 
 
+# Values the drivers take as they are: most of every statement's parameters.
+_AS_IS = frozenset({str, int, bool, bytes, float, type(None)})
+
+
 def bind(value: Any, dialect: Dialect) -> Any:
     """The driver's form of a value."""
+    if type(value) in _AS_IS:
+        return value
     if isinstance(value, datetime):
         if value.tzinfo is None:
             raise ValueError("naive datetimes are not stored")
-        if dialect == "postgresql":
-            return value
-        # The text SQLAlchemy's DATETIME wrote into rows of earlier versions:
-        # sortable, so range conditions compare it as text.
-        return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+        return value if dialect == "postgresql" else _sqlite_text(value)
     if isinstance(value, dict | list):
         return json.dumps(value)
     return value
+
+
+@functools.lru_cache(maxsize=256)
+def _sqlite_text(value: datetime) -> str:
+    """The text SQLAlchemy's DATETIME wrote into rows of earlier versions: sortable, so
+    range conditions compare it as text. Cached: a unit binds its `now` many times."""
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
 
 
 def values(statement: Sql, params: Params | None, dialect: Dialect) -> tuple[Any, ...]:
@@ -175,7 +185,7 @@ def values(statement: Sql, params: Params | None, dialect: Dialect) -> tuple[Any
         return ()
     if params is None:
         raise KeyError(f"{statement!r} needs {', '.join(names)}")
-    return tuple(bind(params[name], dialect) for name in names)
+    return tuple([bind(params[name], dialect) for name in names])
 
 
 def moment(value: Any) -> datetime:

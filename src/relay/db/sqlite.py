@@ -12,10 +12,11 @@ loop stopped.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from relay.db.group_commit import MAX_BATCH, Batched, GroupCommit, T, Unit
 from relay.db.sql import (
@@ -34,10 +35,17 @@ BUSY_TIMEOUT_MS = 30_000
 CHECKPOINT_INTERVAL = 1.0
 # The writer's own commits checkpoint only past this many WAL pages, as a
 # backstop: a commit that crosses the threshold copies the WAL into the
-# database before returning, and every write queued behind it waits. The
-# checkpointer thread keeps the WAL short instead, with PASSIVE checkpoints
-# that never block the writer or the readers.
+# database and syncs both on the event loop, and every request waits. The
+# Checkpointer keeps the WAL shorter than that (see there).
 WAL_BACKSTOP_PAGES = 20_000
+# A WAL this long (40 MB) is started over from its first page. Each restart
+# holds this process's writes for two disk syncs, so not more often than the
+# WAL's length calls for.
+RESTART_PAGES = 10_000
+# How long a RESTART checkpoint waits for readers (or another process's
+# write) before it settles for what a PASSIVE one does: the writes of this
+# process wait that long at most.
+RESTART_TIMEOUT = 0.2
 
 
 def connect(path: str) -> sqlite3.Connection:
@@ -55,15 +63,24 @@ def connect(path: str) -> sqlite3.Connection:
     return connection
 
 
-@contextlib.contextmanager
-def _translated() -> Iterator[None]:
-    try:
-        yield
-    except sqlite3.IntegrityError as error:
-        raise IntegrityViolation(str(error)) from error
-    except sqlite3.OperationalError as error:
-        # Locked past the busy timeout, disk full, read-only file: nothing was written.
-        raise DatabaseUnavailable(str(error)) from error
+class _Translated:
+    """sqlite3's errors as the data layer's. A class, not @contextmanager: it wraps
+    every statement, and a generator-based one costs a generator per use."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, _: object
+    ) -> None:
+        if isinstance(error, sqlite3.IntegrityError):
+            raise IntegrityViolation(str(error)) from error
+        if isinstance(error, sqlite3.OperationalError):
+            # Locked past the busy timeout, disk full, read-only file: nothing was written.
+            raise DatabaseUnavailable(str(error)) from error
+
+
+_translated = _Translated()
 
 
 class SqliteTx(Channels):
@@ -75,25 +92,25 @@ class SqliteTx(Channels):
 
     async def execute(self, statement: Sql, params: Params | None = None) -> int:
         args = self.bound(statement, params)
-        with _translated():
+        with _translated:
             cursor = self.connection.execute(statement.sqlite, args)
         return cursor.rowcount
 
     async def executemany(self, statement: Sql, rows: Sequence[Params]) -> None:
         many = self.bound_rows(statement, rows)
-        with _translated():
+        with _translated:
             self.connection.executemany(statement.sqlite, many)
 
     async def fetch(self, statement: Sql, params: Params | None = None) -> list[Row]:
         args = self.bound(statement, params)
-        with _translated():
+        with _translated:
             cursor = self.connection.execute(statement.sqlite, args)
             rows: list[Row] = cursor.fetchall()
         return rows
 
     async def fetchrow(self, statement: Sql, params: Params | None = None) -> Row | None:
         args = self.bound(statement, params)
-        with _translated():
+        with _translated:
             cursor = self.connection.execute(statement.sqlite, args)
             row: Row | None = cursor.fetchone()
             # A RETURNING statement finishes only when its rows are read out.
@@ -104,18 +121,23 @@ class SqliteTx(Channels):
 class SqliteSession:
     """Transaction control of the writer connection."""
 
-    def __init__(self, connection: sqlite3.Connection) -> None:
+    def __init__(self, connection: sqlite3.Connection, checkpointer: Checkpointer) -> None:
         self.connection = connection
         self.tx = SqliteTx(connection)
+        self._checkpointer = checkpointer
 
     def take_notified(self) -> Notices:
         return self.tx.take_notified()
 
     def _run(self, sql: str) -> None:
-        with _translated():
+        with _translated:
             self.connection.execute(sql)
 
     async def begin(self) -> None:
+        if self._checkpointer.restart_due:
+            # Between two batches this process writes nothing: the only moment
+            # the WAL can be copied to its end. The loop serves on meanwhile.
+            await asyncio.to_thread(self._checkpointer.restart)
         self._run("BEGIN IMMEDIATE")
 
     async def savepoint(self) -> None:
@@ -144,9 +166,9 @@ class SqliteDb(Batched):
         self._writer = connect(path)
         self._writer.execute(f"PRAGMA wal_autocheckpoint={WAL_BACKSTOP_PAGES}")
         self._reader = SqliteTx(connect(path))
-        self._session = SqliteSession(self._writer)
-        self._group = GroupCommit([self._session], max_batch=max_batch)
         self._checkpointer = Checkpointer(path)
+        self._session = SqliteSession(self._writer, self._checkpointer)
+        self._group = GroupCommit([self._session], max_batch=max_batch)
 
     def trace(self, trace: Trace | None) -> None:
         self._reader.trace = self._session.tx.trace = trace
@@ -174,10 +196,22 @@ class SqliteDb(Batched):
 
 
 class Checkpointer:
-    """PASSIVE WAL checkpoints on a thread of their own, off the writer's path."""
+    """PASSIVE WAL checkpoints on a thread of their own, off the writer's path,
+    and a RESTART one in the writer's turn when the WAL has grown long.
+
+    A PASSIVE checkpoint never blocks the writer, and under steady writes it
+    never catches up with it either: what is committed while it copies stays
+    behind, so the WAL is never copied to its end, never starts over, and
+    grows until the writer's backstop checkpoint runs inside a COMMIT on the
+    event loop (docs/benchmarks.md, eighth session). A RESTART checkpoint run
+    while the writer waits copies the little the last PASSIVE one left, and
+    the next commit writes the WAL from its start again.
+    """
 
     def __init__(self, path: str) -> None:
         self._path = path
+        # Set by the checkpoint thread, read and cleared on the event loop.
+        self.restart_due = False
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._loop, name="relay-sqlite-checkpoint", daemon=True
@@ -190,7 +224,19 @@ class Checkpointer:
         try:
             while not self._stop.wait(CHECKPOINT_INTERVAL):
                 with contextlib.suppress(sqlite3.Error):
-                    connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    _, pages, _ = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    self.restart_due = pages >= RESTART_PAGES
+        finally:
+            connection.close()
+
+    def restart(self) -> None:
+        """Copy the rest of the WAL and have the next commit start it over; blocking,
+        for a worker thread while this process's writer waits."""
+        self.restart_due = False
+        connection = sqlite3.connect(self._path, timeout=RESTART_TIMEOUT)
+        try:
+            with contextlib.suppress(sqlite3.Error):
+                connection.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
         finally:
             connection.close()
 

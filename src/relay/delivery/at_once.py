@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TypeGuard
 
 from relay.carriers import routing
 from relay.carriers.base import AnswersAtOnce, CarrierError, SubmitReceipt
@@ -55,7 +56,7 @@ def _step(
 ) -> Job | None:
     attempt = job.attempt
     carrier = carriers.carriers.get(attempt.carrier)
-    if not isinstance(carrier, AnswersAtOnce):
+    if not _answers_at_once(carrier):
         until = now + leases.length
         planned.attempts.append(NewAttempt(attempt, lease_owner=leases.owner, lease_until=until))
         planned.job = job
@@ -126,3 +127,16 @@ def _failed(
     if position is None:
         return None
     return job.following(store.queued(attempt.owner, attempt.route, position))
+
+
+# isinstance() against a runtime-checkable Protocol walks the protocol's members
+# on every call, and this runs on every send; a class's answer holds.
+_ANSWERS_AT_ONCE: dict[type, bool] = {}
+
+
+def _answers_at_once(carrier: object) -> TypeGuard[AnswersAtOnce]:
+    kind = type(carrier)
+    found = _ANSWERS_AT_ONCE.get(kind)
+    if found is None:
+        found = _ANSWERS_AT_ONCE[kind] = issubclass(kind, AnswersAtOnce)
+    return found
