@@ -60,9 +60,10 @@ def _translated(connection: Any = None) -> Iterator[None]:
     except _UNAVAILABLE as error:
         raise DatabaseUnavailable(str(error)) from error
     except asyncpg.InternalClientError as error:
-        # A pooled connection the server cut while shutting down can fail its next
-        # statement this way ("cannot switch to state") rather than as a lost connection.
-        if connection is not None and connection.is_closed():
+        # A connection the server cut while shutting down can fail its next statement
+        # this way ("cannot switch to state") rather than as a lost connection; around
+        # the pool (no connection of ours yet) it can only be that.
+        if connection is None or connection.is_closed():
             raise DatabaseUnavailable(str(error)) from error
         raise
 
@@ -111,7 +112,7 @@ class PostgresSession:
         return self.tx.take_notified()
 
     async def _run(self, sql: str) -> None:
-        with _translated():
+        with _translated(self.tx.connection):
             await self.tx.connection.execute(sql)
 
     async def begin(self) -> None:
