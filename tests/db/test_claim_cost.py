@@ -12,7 +12,6 @@ statistics (autovacuum off), as a new database has.
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -31,7 +30,7 @@ from relay.events import store
 from relay.events.claims import Capacity, Ledger
 from relay.events.models import EventType, NewEvent
 from relay.ids import new_id
-from tests.db.test_generic_plans import literal
+from tests.db.test_generic_plans import analyzed
 from tests.webhooks.receiver import isolated_database
 
 FULL = "https://full.example"
@@ -138,18 +137,7 @@ async def postgres_rows(url: str, statements: Traced, mode: str) -> int:
     try:
         await connection.execute(f"SET plan_cache_mode = {mode}")
         for number, (statement, params) in enumerate(statements):
-            args = values(statement, params, "postgresql") if params is not None else ()
-            await connection.execute(f"PREPARE claim_{number} AS {statement.postgres}")
-            arguments = f"({', '.join(literal(arg) for arg in args)})" if args else ""
-            transaction = connection.transaction()
-            await transaction.start()
-            try:
-                explained = await connection.fetchval(
-                    f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_{number}{arguments}"
-                )
-            finally:
-                await transaction.rollback()
-            total += rows_read(json.loads(explained)[0]["Plan"])
+            total += rows_read(await analyzed(connection, f"claim_{number}", statement, params))
     finally:
         await connection.close()
     return total

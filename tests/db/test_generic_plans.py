@@ -118,6 +118,23 @@ def plain_insert(statement: Sql) -> bool:
     return text.startswith("INSERT") and "SELECT" not in text and "ON CONFLICT" not in text
 
 
+async def analyzed(connection: Any, name: str, statement: Sql, params: Params | None) -> Any:
+    """The plan `statement` ran with, prepared as the driver prepares it and executed
+    once under EXPLAIN ANALYZE, in a transaction rolled back after."""
+    args = values(statement, params, "postgresql") if params is not None else ()
+    await connection.execute(f"PREPARE {name} AS {statement.postgres}")
+    arguments = f"({', '.join(literal(arg) for arg in args)})" if args else ""
+    transaction = connection.transaction()
+    await transaction.start()
+    try:
+        explained = await connection.fetchval(
+            f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE {name}{arguments}"
+        )
+    finally:
+        await transaction.rollback()
+    return json.loads(explained)[0]["Plan"]
+
+
 async def generic_plans(dsn: str, statements: Traced) -> list[tuple[str, int, str]]:
     """Each statement run once under its generic plan (rolled back): what it discarded."""
     connection = await asyncpg.connect(dsn)
@@ -127,19 +144,7 @@ async def generic_plans(dsn: str, statements: Traced) -> list[tuple[str, int, st
         for number, (statement, params) in enumerate(statements):
             if plain_insert(statement):
                 continue
-            args = values(statement, params, "postgresql") if params is not None else ()
-            name = f"traced_{number}"
-            await connection.execute(f"PREPARE {name} AS {statement.postgres}")
-            arguments = f"({', '.join(literal(arg) for arg in args)})" if args else ""
-            transaction = connection.transaction()
-            await transaction.start()
-            try:
-                explained = await connection.fetchval(
-                    f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE {name}{arguments}"
-                )
-            finally:
-                await transaction.rollback()
-            plan = json.loads(explained)[0]["Plan"]
+            plan = await analyzed(connection, f"traced_{number}", statement, params)
             found.append((statement.text[:90], discarded(plan), json.dumps(plan)[:1000]))
     finally:
         await connection.close()
