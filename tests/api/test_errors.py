@@ -237,6 +237,7 @@ def test_a_regional_locale_resolves_to_its_language(api: httpx.Client) -> None:
         "https://[::1]/x",
         "https://[::ffff:10.0.0.1]/x",
         "https://2130706433/x",
+        "https://127\u30020\u30020\u30021/x",
         "not a url",
     ],
     ids=[
@@ -252,6 +253,7 @@ def test_a_regional_locale_resolves_to_its_language(api: httpx.Client) -> None:
         "ipv6-loopback",
         "ipv4-mapped-private",
         "decimal-loopback",
+        "ideographic-dot-loopback",
         "garbage",
     ],
 )

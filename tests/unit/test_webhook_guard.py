@@ -135,6 +135,11 @@ def test_an_allowed_network_exempts_nothing_outside_it(address: str) -> None:
         ("https://[::1]/relay", "refused_address"),
         ("https://169.254.169.254/latest/meta-data", "refused_address"),
         ("https://[::ffff:10.0.0.1]/relay", "refused_address"),
+        # Hosts the HTTP client normalises (IDNA, NFKC) into IP literals or numeric forms.
+        ("https://127\u30020\u30020\u30021/relay", "refused_address"),
+        ("https://127\uff0e0\uff0e0\uff0e1/relay", "refused_address"),
+        ("https://169\uff61254\uff61169\uff61254/latest", "refused_address"),
+        ("https://0x7f\u30021/relay", "malformed"),
     ],
 )
 def test_unusable_webhook_urls_are_refused_with_a_reason(url: str, problem: str) -> None:

@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
 from urllib.parse import urlsplit
 
+from yarl import URL
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 Resolver = Callable[[str, int], Awaitable[Sequence[IPAddress]]]
@@ -143,7 +145,18 @@ def url_problem(url: str, *, allowed: Sequence[IPNetwork] = ()) -> UrlProblem | 
         return "userinfo"
     if not parts.hostname:
         return "no_host"
-    return host_problem(parts.hostname, allowed)
+    problem = host_problem(parts.hostname, allowed)
+    if problem is not None:
+        return problem
+    # The client connects to the host as yarl normalises it (IDNA, NFKC), and
+    # that can turn a name into an IP literal: "127。0。0。1" is 127.0.0.1.
+    try:
+        connected = URL(url).raw_host
+    except ValueError:
+        return "malformed"
+    if not connected:
+        return "no_host"
+    return host_problem(connected, allowed)
 
 
 def endpoint(url: str) -> str:

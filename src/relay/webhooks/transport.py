@@ -25,7 +25,6 @@ from relay.webhooks.guard import (
     RefusedDestinationError,
     Resolver,
     UnresolvableHostError,
-    host_problem,
     system_resolver,
     url_problem,
 )
@@ -205,17 +204,11 @@ async def post(
 
 
 def _target(url: str, allowed: Sequence[IPNetwork]) -> URL | DeliveryError:
+    # url_problem checks the host as aiohttp reads it, which matters because
+    # aiohttp connects to an IP literal without asking the resolver.
     problem = url_problem(url, allowed=allowed)
     if problem is None:
-        try:
-            parsed = URL(url)
-        except ValueError:
-            return "invalid_url"
-        # aiohttp connects to an IP literal without asking the resolver, so
-        # the host is checked again here as aiohttp will read it.
-        problem = host_problem(parsed.raw_host, allowed) if parsed.raw_host else "no_host"
-        if problem is None:
-            return parsed
+        return URL(url)
     return "refused_address" if problem == "refused_address" else "invalid_url"
 
 
