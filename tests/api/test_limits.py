@@ -119,6 +119,22 @@ def test_the_daily_sms_cap_stops_sends_for_the_whole_account(
     assert create(tight_api, fresh_number("+1212555")).status_code == 200
 
 
+def test_the_daily_cap_lifts_when_the_clock_hour_of_the_oldest_sends_leaves_the_day(
+    tight_api: httpx.Client, tight: RunningServer
+) -> None:
+    # The account is counted in clock hours: sends made a minute before the hour
+    # leave the window with their hour, 23 hours and a minute later.
+    now = tight.clock.now()
+    next_hour = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    tight.clock.advance((next_hour - now).total_seconds() - 60)
+    for _ in range(8):
+        assert create(tight_api, fresh_number("+1212555")).status_code == 200
+    wait = refused(create(tight_api, fresh_number("+1212555")), "daily_cap_reached")
+    assert 23 * 3600 < wait <= 23 * 3600 + 60
+    tight.clock.advance(wait)
+    assert create(tight_api, fresh_number("+1212555")).status_code == 200
+
+
 def test_a_sixth_send_waits_until_the_verification_has_expired(
     tight_api: httpx.Client, tight: RunningServer
 ) -> None:

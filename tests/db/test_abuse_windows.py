@@ -8,7 +8,7 @@ from functools import partial
 import pytest
 
 from relay.abuse import store
-from relay.abuse.models import Kind, Totals
+from relay.abuse.models import BUCKET, Kind, Totals, step_of, window_start
 from relay.accounts.models import Scope
 from relay.db.driver import Db
 from relay.db.sql import Sql
@@ -63,12 +63,12 @@ async def test_each_window_reads_its_own_counters_and_no_one_elses(db: Db) -> No
             tx,
             SCOPE,
             [(Kind.NUMBER, NUMBER, 3, 0, 1), (Kind.COUNTRY, "US", 5, 2, 0)],
-            bucket=bucket,
+            at=bucket,
         )
     )
     await db.write(
         lambda tx: store.bump_many(
-            tx, SCOPE, [(Kind.NUMBER, "+14155550199", 7, 0, 0)], bucket=bucket
+            tx, SCOPE, [(Kind.NUMBER, "+14155550199", 7, 0, 0)], at=bucket
         )
     )
 
@@ -86,7 +86,7 @@ async def test_a_window_leaves_out_buckets_older_than_its_start(db: Db) -> None:
     old, recent = NOW - timedelta(hours=30), NOW - timedelta(hours=2)
     for bucket in (old, recent):
         await db.write(
-            partial(store.bump_many, scope=SCOPE, rows=[(Kind.ACCOUNT, "", 1, 0, 0)], bucket=bucket)
+            partial(store.bump_many, scope=SCOPE, rows=[(Kind.ACCOUNT, "", 1, 0, 0)], at=bucket)
         )
 
     found = await seen(db)
@@ -99,7 +99,7 @@ async def test_a_window_adds_up_every_shard_of_every_bucket(db: Db) -> None:
     rows = [(Kind.COUNTRY, "US", 1, 0, 0), (Kind.NUMBER, NUMBER, 1, 0, 0)]
     for minutes in (10, 10, 10, 40):
         bucket = NOW - timedelta(minutes=minutes)
-        await db.write(partial(store.bump_many, scope=SCOPE, rows=rows, bucket=bucket))
+        await db.write(partial(store.bump_many, scope=SCOPE, rows=rows, at=bucket))
 
     found = await seen(db)
     by_bucket = await db.read(lambda tx: store.window(tx, SCOPE, Kind.COUNTRY, "US", since=HOUR))
@@ -109,6 +109,23 @@ async def test_a_window_adds_up_every_shard_of_every_bucket(db: Db) -> None:
     assert sum(b.sends for b in by_bucket) == 4
     # A number's row is its own, never split: one row per bucket.
     assert sorted(b.sends for b in numbers) == [1, 3]
+
+
+@pytest.mark.asyncio
+async def test_a_day_of_sends_leaves_the_account_window_a_row_an_hour_per_shard(db: Db) -> None:
+    # A send every five minutes for a day: the daily cap's window must not have to
+    # add up a row per five minutes (288, times the shards) on every send.
+    start = NOW - timedelta(days=1) + BUCKET
+    for step in range(288):
+        rows = [(Kind.ACCOUNT, "", 1, 0, 0)]
+        await db.write(partial(store.bump_many, scope=SCOPE, rows=rows, at=start + step * BUCKET))
+    since = window_start(NOW, timedelta(days=1), step_of(Kind.ACCOUNT))
+
+    buckets = await db.read(lambda tx: store.window(tx, SCOPE, Kind.ACCOUNT, "", since=since))
+
+    shards = store.SHARDS if db.dialect == "postgresql" else 1
+    assert len(buckets) <= 24 * shards
+    assert sum(b.sends for b in buckets) == 288 - 11  # the first clock hour has left
 
 
 @pytest.mark.asyncio

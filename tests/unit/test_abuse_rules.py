@@ -10,12 +10,14 @@ from relay.abuse.models import (
     BUCKET,
     DAY,
     HOUR,
+    Kind,
     Rules,
     bucket_of,
     country_allowed,
     looks_like_pumping,
     prefix_of,
     redacted_prefix,
+    step_of,
     wait_for_buckets,
     wait_for_times,
     window_start,
@@ -28,6 +30,14 @@ NOW = datetime(2026, 11, 21, 10, 7, 30, tzinfo=UTC)
 def test_buckets_are_five_minute_steps_and_a_window_counts_whole_buckets() -> None:
     assert bucket_of(NOW) == datetime(2026, 11, 21, 10, 5, tzinfo=UTC)
     assert window_start(NOW, HOUR) == datetime(2026, 11, 21, 9, 10, tzinfo=UTC)
+
+
+def test_the_account_is_counted_in_clock_hours_and_everything_else_in_five_minutes() -> None:
+    assert step_of(Kind.ACCOUNT) == HOUR
+    assert {step_of(kind) for kind in Kind if kind is not Kind.ACCOUNT} == {BUCKET}
+    assert bucket_of(NOW, HOUR) == datetime(2026, 11, 21, 10, tzinfo=UTC)
+    # The account's day: this clock hour and the 23 before it.
+    assert window_start(NOW, DAY, HOUR) == datetime(2026, 11, 20, 11, tzinfo=UTC)
     assert (bucket_of(NOW) - window_start(NOW, HOUR)) // BUCKET == 11
 
 

@@ -2,7 +2,11 @@
 
 Counters live in five-minute buckets, so a "last hour" or "last 24 hours"
 window slides in five-minute steps and a Retry-After can say exactly when
-enough old sends leave the window for the next request to pass.
+enough old sends leave the window for the next request to pass. The
+account's counter, read over a day by every send for the daily cap, lives
+in hourly buckets: a day of five-minute buckets is 288 rows (times their
+shards) to add up on each send, and that cost would grow with the traffic
+of the day before (docs/decisions.md, "Counter windows of bounded size").
 """
 
 from __future__ import annotations
@@ -68,14 +72,19 @@ class Totals:
     failed_checks: int = 0
 
 
-def bucket_of(now: datetime) -> datetime:
-    steps = (now - _EPOCH) // BUCKET
-    return _EPOCH + steps * BUCKET
+def step_of(kind: Kind) -> timedelta:
+    """How long one bucket of `kind`'s counters lasts."""
+    return HOUR if kind is Kind.ACCOUNT else BUCKET
 
 
-def window_start(now: datetime, length: timedelta) -> datetime:
-    """The oldest bucket still inside a window of `length` ending now."""
-    return bucket_of(now) - length + BUCKET
+def bucket_of(now: datetime, step: timedelta = BUCKET) -> datetime:
+    steps = (now - _EPOCH) // step
+    return _EPOCH + steps * step
+
+
+def window_start(now: datetime, length: timedelta, step: timedelta = BUCKET) -> datetime:
+    """The oldest bucket (of `step`) still inside a window of `length` ending now."""
+    return bucket_of(now, step) - length + step
 
 
 def seconds_until(moment: datetime, now: datetime) -> int:

@@ -19,11 +19,11 @@ from relay.abuse.models import (
     Kind,
     Rules,
     Totals,
-    bucket_of,
     looks_like_pumping,
     prefix_of,
     redacted_prefix,
     seconds_until,
+    step_of,
     wait_for_buckets,
     wait_for_times,
     window_start,
@@ -65,6 +65,7 @@ class AbuseGuard:
         """Everything a send is decided on, and the number's pending verification, in one
         round trip."""
         number, day, hour = destination.e164, window_start(now, DAY), window_start(now, HOUR)
+        account_day = window_start(now, DAY, step_of(Kind.ACCOUNT))
         subjects = self._subjects(destination)
         return await store.before_send(
             tx,
@@ -73,7 +74,7 @@ class AbuseGuard:
             [
                 (Kind.NUMBER, number, day),
                 *((kind, subject, hour) for kind, subject in subjects),
-                (Kind.ACCOUNT, "", day),
+                (Kind.ACCOUNT, "", account_day),
             ],
             subjects,
             opened_since=now - HOUR,
@@ -104,7 +105,7 @@ class AbuseGuard:
     ) -> None:
         rows = [(kind, subject, 1, 0, 0) for kind, subject in self._subjects(destination)]
         await store.bump_many(
-            tx, scope, [*rows, (Kind.ACCOUNT, "", 1, 0, 0)], bucket=bucket_of(now)
+            tx, scope, [*rows, (Kind.ACCOUNT, "", 1, 0, 0)], at=now
         )
 
     def failed_checks_since(self, now: datetime) -> datetime:
@@ -147,12 +148,11 @@ class AbuseGuard:
     ) -> None:
         """Wrong codes count against the number; approvals are the conversions the
         pumping guard compares sends with."""
-        bucket = bucket_of(now)
         if correct:
             rows = [(kind, subject, 0, 1, 0) for kind, subject in self._subjects(destination)]
         else:
             rows = [(Kind.NUMBER, destination.e164, 0, 0, 1)]
-        await store.bump_many(tx, scope, rows, bucket=bucket)
+        await store.bump_many(tx, scope, rows, at=now)
 
     async def prune(self, tx: Tx, *, now: datetime) -> int:
         return await store.prune(tx, counters_before=window_start(now, DAY) - BUCKET, now=now)
@@ -206,7 +206,8 @@ class AbuseGuard:
         """Stops the bleeding when the pumping guard misses: SMS cost money per segment."""
         if sends < self.rules.daily_sms_cap:
             return None
-        buckets = await store.window(tx, scope, Kind.ACCOUNT, "", since=window_start(now, DAY))
+        since = window_start(now, DAY, step_of(Kind.ACCOUNT))
+        buckets = await store.window(tx, scope, Kind.ACCOUNT, "", since=since)
         counts = [(b.start, b.sends) for b in buckets]
         wait = wait_for_buckets(counts, cap=self.rules.daily_sms_cap, length=DAY, now=now)
         return None if wait is None else DailyCapReached(retry_after=wait)

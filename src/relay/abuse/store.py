@@ -6,13 +6,13 @@ so concurrent requests in several processes add up instead of overwriting each o
 
 from __future__ import annotations
 
-import secrets
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from relay.abuse.models import Bucket, Kind, Totals
+from relay.abuse.models import Bucket, Kind, Totals, bucket_of, step_of
 from relay.accounts.models import Scope
 from relay.db.sql import Row, Sql, Tx, moment
 
@@ -196,10 +196,13 @@ async def bump_many(
     scope: Scope,
     rows: Sequence[tuple[Kind, str, int, int, int]],
     *,
-    bucket: datetime,
+    at: datetime,
 ) -> None:
-    """Add (kind, subject, sends, approvals, failed_checks) to several counters at once."""
-    shard = secrets.randbelow(SHARDS)
+    """Add (kind, subject, sends, approvals, failed_checks) to several counters at once,
+    each in its kind's bucket of the moment `at`."""
+    # Shards spread PostgreSQL's row locks; SQLite has one writer and no row locks,
+    # so there a shard only multiplies the rows every window adds up.
+    shard = random.randrange(SHARDS) if tx.dialect == "postgresql" else 0
     await tx.executemany(
         _BUMP,
         [
@@ -207,7 +210,7 @@ async def bump_many(
                 scope,
                 kind,
                 subject,
-                bucket=bucket,
+                bucket=bucket_of(at, step_of(kind)),
                 shard=shard,
                 sends=sends,
                 approvals=approvals,
