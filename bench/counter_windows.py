@@ -13,6 +13,9 @@ does), one at a time, with numbers in the country the day was written for.
 CPU is this process's; on PostgreSQL the reads' cost is the server's, so
 the wall time per create (one request in flight) is the figure to read there.
 
+Before the tenth session every kind had five-minute buckets and `bump_many`
+took `bucket=`; docs/benchmarks.md says how the "before" figures were made.
+
 Usage:
   .venv/bin/python bench/counter_windows.py [--db sqlite|pg] [--calls 1500]
   .venv/bin/python bench/counter_windows.py --smoke     # a few seconds, for CI
@@ -35,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from in_process import PG_URL, App, bench_settings, call, number
 
 from relay.abuse import store
-from relay.abuse.models import Kind
+from relay.abuse.models import HOUR, Kind, step_of, window_start
 from relay.accounts.models import Scope
 from relay.clock import SystemClock
 from relay.config import Settings
@@ -54,7 +57,9 @@ async def measure(
     try:
         account = await services.accounts.create_account("Bench")
         if with_day:
-            await write_day(services.db, Scope(account.id, livemode=False), args)
+            scope = Scope(account.id, livemode=False)
+            await write_day(services.db, scope, args)
+            await count_rows(services.db, scope)
         app = create_app(services)
         for _ in range(args.warmup):
             await create(app, account.test_key)
@@ -75,6 +80,18 @@ async def write_day(db: Db, scope: Scope, args: argparse.Namespace) -> None:
     while moment < now:
         await db.write(partial(store.bump_many, scope=scope, rows=rows, at=moment))
         moment += timedelta(seconds=args.per_step)
+
+
+async def count_rows(db: Db, scope: Scope) -> None:
+    """The counter rows each send adds up, per window, once the day is written."""
+    now = SystemClock().now()
+    windows = ((Kind.ACCOUNT, "", DAY, "day"), (Kind.COUNTRY, "US", HOUR, "hour"))
+    for kind, subject, length, name in windows:
+        since = window_start(now, length, step_of(kind))
+        rows = await db.read(
+            partial(store.window, scope=scope, kind=kind, subject=subject, since=since)
+        )
+        print(f"rows a send adds up for the {kind.value}'s {name}: {len(rows):,}")
 
 
 async def create(app: App, key: str) -> None:
