@@ -34,9 +34,11 @@ _VERIFICATION = Sql(
 )
 
 
-async def seen(db: Db) -> store.SendContext:
+async def seen(db: Db, *, recent: int = 10) -> store.SendContext:
     return await db.read(
-        lambda tx: store.before_send(tx, SCOPE, NUMBER, WINDOWS, BLOCKS, opened_since=HOUR)
+        lambda tx: store.before_send(
+            tx, SCOPE, NUMBER, WINDOWS, BLOCKS, opened_since=HOUR, recent=recent
+        )
     )
 
 
@@ -67,9 +69,7 @@ async def test_each_window_reads_its_own_counters_and_no_one_elses(db: Db) -> No
         )
     )
     await db.write(
-        lambda tx: store.bump_many(
-            tx, SCOPE, [(Kind.NUMBER, "+14155550199", 7, 0, 0)], at=bucket
-        )
+        lambda tx: store.bump_many(tx, SCOPE, [(Kind.NUMBER, "+14155550199", 7, 0, 0)], at=bucket)
     )
 
     found = await seen(db)
@@ -154,3 +154,22 @@ async def test_the_numbers_pending_and_recently_opened_verifications_come_along(
     ]
     pending = next(v for v in found.verifications if v.pending)
     assert pending.expires_at == NOW - timedelta(hours=2) + timedelta(minutes=10)
+
+
+@pytest.mark.asyncio
+async def test_of_the_numbers_closed_verifications_only_the_newest_few_are_read(db: Db) -> None:
+    # A number that test suites reuse gathers thousands of closed verifications;
+    # a send reads only as many as the hourly cap looks at (ids sort by creation).
+    for minute in range(1, 6):
+        created = NOW - timedelta(minutes=60 - minute * 5)
+        await verification(db, f"ver_closed_{minute}", status="approved", created=created)
+    await verification(db, "ver_open", status="pending", created=NOW - timedelta(hours=2))
+
+    found = await seen(db, recent=3)
+
+    assert sorted(v.id for v in found.verifications) == [
+        "ver_closed_3",
+        "ver_closed_4",
+        "ver_closed_5",
+        "ver_open",
+    ]

@@ -78,6 +78,8 @@ class AbuseGuard:
             ],
             subjects,
             opened_since=now - HOUR,
+            # The cap looks at the newest `cap` of them (`_too_many_verifications`).
+            recent=self._verifications_cap(scope),
         )
 
     async def refusal(
@@ -104,9 +106,7 @@ class AbuseGuard:
         self, tx: Tx, scope: Scope, destination: Destination, *, now: datetime
     ) -> None:
         rows = [(kind, subject, 1, 0, 0) for kind, subject in self._subjects(destination)]
-        await store.bump_many(
-            tx, scope, [*rows, (Kind.ACCOUNT, "", 1, 0, 0)], at=now
-        )
+        await store.bump_many(tx, scope, [*rows, (Kind.ACCOUNT, "", 1, 0, 0)], at=now)
 
     def failed_checks_since(self, now: datetime) -> datetime:
         """Where the window of wrong codes per number starts (`store.failed_checks_of`)."""
@@ -124,6 +124,11 @@ class AbuseGuard:
             return None
         buckets = await store.window(tx, scope, Kind.NUMBER, to, since=window_start(now, DAY))
         return self._failed_checks(buckets, scope, now)
+
+    def _verifications_cap(self, scope: Scope) -> int:
+        return self.rules.per_number(
+            self.rules.number_verifications_per_hour, livemode=scope.livemode
+        )
 
     def _failed_checks_cap(self, scope: Scope) -> int:
         return self.rules.per_number(
@@ -161,9 +166,7 @@ class AbuseGuard:
         self, seen: store.SendContext, scope: Scope, now: datetime
     ) -> RateLimitError | None:
         opened = [verification.created_at for verification in seen.verifications]
-        cap = self.rules.per_number(
-            self.rules.number_verifications_per_hour, livemode=scope.livemode
-        )
+        cap = self._verifications_cap(scope)
         wait = wait_for_times(opened, cap=cap, length=HOUR, now=now)
         return None if wait is None else TooManyVerifications(retry_after=wait)
 
