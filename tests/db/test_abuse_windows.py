@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from typing import Any
 
 import pytest
 
 from relay.abuse import store
-from relay.abuse.models import BUCKET, Kind, Totals, step_of, window_start
+from relay.abuse.models import BUCKET, Kind, Rules, Totals, step_of, window_start
+from relay.abuse.service import AbuseGuard
 from relay.accounts.models import Scope
 from relay.db.driver import Db
 from relay.db.sql import Sql
@@ -173,3 +175,28 @@ async def test_of_the_numbers_closed_verifications_only_the_newest_few_are_read(
         "ver_closed_5",
         "ver_open",
     ]
+
+
+@pytest.mark.asyncio
+async def test_the_sweep_adds_the_shards_of_past_buckets_into_one_row_each(db: Db) -> None:
+    rows = [(Kind.COUNTRY, "US", 1, 0, 0), (Kind.ACCOUNT, "", 1, 0, 0)]
+    moments = [NOW - timedelta(minutes=m) for m in (95, 90, 50, 20, 1)]
+    for moment in moments:
+        for _ in range(12):  # enough sends that several shards are taken (PostgreSQL)
+            await db.write(partial(store.bump_many, scope=SCOPE, rows=rows, at=moment))
+    day = window_start(NOW, timedelta(days=1), step_of(Kind.ACCOUNT))
+
+    def read(kind: Kind, subject: str, since: datetime) -> Any:
+        return db.read(lambda tx: store.window(tx, SCOPE, kind, subject, since=since))
+
+    before = await read(Kind.COUNTRY, "US", DAY), await read(Kind.ACCOUNT, "", day)
+    await db.write(lambda tx: AbuseGuard(Rules()).prune(tx, now=NOW))
+    country, account = await read(Kind.COUNTRY, "US", DAY), await read(Kind.ACCOUNT, "", day)
+
+    assert sum(b.sends for b in country) == sum(b.sends for b in before[0]) == 60
+    assert sum(b.sends for b in account) == sum(b.sends for b in before[1]) == 60
+    # Past buckets are one row each; the last two (still written to) keep their shards.
+    past = [b.start for b in country if b.start < NOW - timedelta(minutes=10)]
+    assert len(past) == len(set(past)) == 4
+    past_hours = [b.start for b in account if b.start < NOW - timedelta(hours=1)]
+    assert len(past_hours) == len(set(past_hours)) == 1

@@ -19,6 +19,7 @@ from relay.abuse.models import (
     Kind,
     Rules,
     Totals,
+    bucket_of,
     looks_like_pumping,
     prefix_of,
     redacted_prefix,
@@ -160,7 +161,13 @@ class AbuseGuard:
         await store.bump_many(tx, scope, rows, at=now)
 
     async def prune(self, tx: Tx, *, now: datetime) -> int:
-        return await store.prune(tx, counters_before=window_start(now, DAY) - BUCKET, now=now)
+        pruned = await store.prune(tx, counters_before=window_start(now, DAY) - BUCKET, now=now)
+        # A bucket before the one just past is written by no send any more.
+        hourly = step_of(Kind.ACCOUNT)
+        await store.fold_shards(
+            tx, closed=bucket_of(now) - BUCKET, account_closed=bucket_of(now, hourly) - hourly
+        )
+        return pruned
 
     def _too_many_verifications(
         self, seen: store.SendContext, scope: Scope, now: datetime

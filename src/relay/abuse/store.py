@@ -106,6 +106,24 @@ _BLOCK = Sql(
     " blocked_until = excluded.blocked_until, created_at = excluded.created_at"
 )
 _PRUNE_COUNTERS = Sql("DELETE FROM abuse_counters WHERE bucket < :before")
+# Once no send writes a bucket any more, its shards hold one row's worth: added
+# into shard 0, every window reads about a row per bucket. One statement, so a
+# reader sees the shards or their sum, never both. PostgreSQL only: SQLite
+# writes shard 0 alone (`bump_many`).
+_FOLD_SHARDS = Sql(
+    "WITH folded AS (DELETE FROM abuse_counters WHERE shard > 0"
+    f" AND ((kind = '{Kind.ACCOUNT.value}' AND bucket < :account_closed)"
+    f" OR (kind <> '{Kind.ACCOUNT.value}' AND bucket < :closed))"
+    f" RETURNING account_id, livemode, kind, subject, {_COUNTS})"
+    " INSERT INTO abuse_counters (account_id, livemode, kind, subject, bucket, shard, sends,"
+    " approvals, failed_checks) SELECT account_id, livemode, kind, subject, bucket, 0,"
+    " SUM(sends), SUM(approvals), SUM(failed_checks) FROM folded"
+    " GROUP BY account_id, livemode, kind, subject, bucket"
+    " ON CONFLICT (account_id, livemode, kind, subject, bucket, shard) DO UPDATE SET"
+    " sends = abuse_counters.sends + excluded.sends,"
+    " approvals = abuse_counters.approvals + excluded.approvals,"
+    " failed_checks = abuse_counters.failed_checks + excluded.failed_checks"
+)
 _PRUNE_BLOCKS = Sql("DELETE FROM destination_blocks WHERE blocked_until <= :now")
 
 Window = tuple[Kind, str, datetime]
@@ -252,3 +270,10 @@ async def prune(tx: Tx, *, counters_before: datetime, now: datetime) -> int:
     counters = await tx.execute(_PRUNE_COUNTERS, {"before": counters_before})
     blocks = await tx.execute(_PRUNE_BLOCKS, {"now": now})
     return counters + blocks
+
+
+async def fold_shards(tx: Tx, *, closed: datetime, account_closed: datetime) -> None:
+    """Add the shards of buckets older than `closed` (the account's: `account_closed`)
+    into one row each."""
+    if tx.dialect == "postgresql":
+        await tx.execute(_FOLD_SHARDS, {"closed": closed, "account_closed": account_closed})
