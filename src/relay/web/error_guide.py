@@ -118,8 +118,9 @@ GUIDE: Mapping[str, tuple[str, str]] = {
         "Wait for `Retry-After`; operators tune `pumping_*` settings (docs/limits.md).",
     ),
     "daily_cap_reached": (
-        "The account sent its daily SMS cap (`daily_sms_cap`) in the last 24 hours.",
-        "Wait for `Retry-After`, or ask the operator to raise the cap.",
+        "The account sent its daily SMS cap (`daily_sms_cap`) in the last 24 hours,"
+        " counted in clock hours (this hour and the 23 before it).",
+        "Wait for `Retry-After` (the cap lifts on the hour), or ask the operator to raise it.",
     ),
     "no_route_available": (
         "A live key sent to a country no configured route covers.",
