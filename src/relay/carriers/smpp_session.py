@@ -92,6 +92,10 @@ class SmppSession:
         self._close_reason = "not closed"
         self._tasks: set[asyncio.Task[None]] = set()
         self._handlers: set[asyncio.Task[None]] = set()
+        # Frames written in one turn of the event loop, sent together at the
+        # next: one system call for the many submits (and receipt answers)
+        # that the same commit or the same read released.
+        self._outbox: list[bytes] = []
 
     @classmethod
     async def open(cls, config: SessionConfig, on_deliver: DeliverHandler) -> SmppSession:
@@ -271,13 +275,21 @@ class SmppSession:
                 return
 
     def _send_soon(self, frame: bytes) -> None:
-        self._writer.write(frame)
+        if not self._outbox:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._outbox.append(frame)
+
+    def _flush(self) -> None:
+        frames, self._outbox = self._outbox, []
+        if not self._writer.is_closing():
+            self._writer.write(b"".join(frames))
 
     async def _write(self, frame: bytes) -> None:
         if self._closed.is_set():
             raise SessionClosedError(self._close_reason)
+        self._send_soon(frame)
         try:
-            self._writer.write(frame)
+            # Waits only while the socket's buffer is over its high-water mark.
             await self._writer.drain()
         except OSError as exc:
             reason = f"connection lost: {type(exc).__name__}"
