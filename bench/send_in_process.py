@@ -13,7 +13,7 @@ the last request was answered; the wall rates; SQL statements per message.
 Where the CPU goes by stage: py-spy on this process (`py-spy record -f raw`).
 
 Usage:
-  .venv/bin/python bench/send_in_process.py [--messages 3000] [--concurrency 64]
+  .venv/bin/python bench/send_in_process.py [--messages 3000] [--concurrency 64] [--sql]
 """
 
 from __future__ import annotations
@@ -24,21 +24,26 @@ import itertools
 import json
 import os
 import random
+import ssl
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import httpx  # noqa: E402
 from bench.in_process import CODE_KEY, call  # noqa: E402
-from bench.smpp_bench import sink, stats  # noqa: E402
+from bench.smpp_bench import sink  # noqa: E402
+from bench.webhook_bench import _loop_factory  # noqa: E402
 from tests.carriers.smpp_peer import SmppPeer, install_peer  # noqa: E402
 
 from relay.config import load_settings  # noqa: E402
 from relay.db.migrate import upgrade  # noqa: E402
+from relay.db.sql import Sql  # noqa: E402
 from relay.services import build_services  # noqa: E402
 from relay.tls import ensure_self_signed  # noqa: E402
 from relay.web.app import create_app  # noqa: E402
@@ -81,11 +86,10 @@ async def measure(args: argparse.Namespace, hook: str, sink_url: str, sink_cert:
     services = build_services(settings)
     key = (await services.accounts.create_account("Bench")).live_key
     app = create_app(services)
-    statements = 0
+    statements: Counter[str] = Counter()
 
-    def count(_: object, __: object) -> None:
-        nonlocal statements
-        statements += 1
+    def count(statement: Sql, _: object) -> None:
+        statements[statement.sqlite] += 1
 
     gate = asyncio.Semaphore(args.concurrency)
 
@@ -96,12 +100,18 @@ async def measure(args: argparse.Namespace, hook: str, sink_url: str, sink_cert:
             status, answer = await call(app, "POST", "/v1/messages", body, key)
         assert status == 200, answer
 
+    # The sink is another process, asked from a thread over one kept connection:
+    # its polling is this process's CPU too.
+    client = httpx.Client(verify=ssl.create_default_context(cafile=str(sink_cert.cert)))
+
+    def counted() -> int:
+        return int(client.get(f"{sink_url}/stats").json()["counts"].get("message.delivered", 0))
+
     async def delivered(count: int) -> None:
-        # The sink is another process: asked every 50 ms, from a thread.
         while True:
-            if (await asyncio.to_thread(stats, sink_url, sink_cert))[0] >= count:
+            if await asyncio.to_thread(counted) >= count:
                 return
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.1)
 
     async with app.router.lifespan_context(app):
         for _ in range(args.warmup):
@@ -116,14 +126,19 @@ async def measure(args: argparse.Namespace, hook: str, sink_url: str, sink_cert:
         await delivered(args.warmup + args.messages)
         wall = time.perf_counter() - started
         used = time.process_time() - cpu
+    await asyncio.to_thread(client.close)  # the sink waits for its connections to close
     n = args.messages
     print(
         f"messages={n} concurrency={args.concurrency} (ASGI app in-process; SMSC and sink apart)\n"
         f"| end to end msg/s | CPU µs per message | of which until the last answer"
         f" | requests/s | statements per message |\n|---|---|---|---|---|\n"
         f"| {n / wall:,.0f} | {used / n * 1e6:,.0f} | {answered_cpu / n * 1e6:,.0f}"
-        f" | {n / answered:,.0f} | {statements / n:.1f} |"
+        f" | {n / answered:,.0f} | {statements.total() / n:.1f} |"
     )
+    if args.sql:
+        print("\n| per message | statement (BEGIN, COMMIT and savepoints not counted) |\n|---|---|")
+        for sql, times in statements.most_common():
+            print(f"| {times / n:.2f} | `{sql[:110]}` |")
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -145,7 +160,10 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--warmup", type=int, default=200)
-    asyncio.run(main_async(parser.parse_args()))
+    parser.add_argument("--sql", action="store_true", help="each statement's count per message")
+    # The same event loop as `relay serve` (uvicorn runs uvloop when installed).
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        runner.run(main_async(parser.parse_args()))
 
 
 if __name__ == "__main__":
