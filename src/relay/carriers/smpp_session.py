@@ -9,6 +9,7 @@ outstanding. It knows nothing of carriers: `SmppCarrier` supervises it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
@@ -96,6 +97,10 @@ class SmppSession:
         # next: one system call for the many submits (and receipt answers)
         # that the same commit or the same read released.
         self._outbox: list[bytes] = []
+        # Submits' deadlines, in the order they were sent: one timer for all of
+        # them rather than one each, since every submit waits the same time.
+        self._deadlines: collections.deque[tuple[float, int]] = collections.deque()
+        self._expiry: asyncio.TimerHandle | None = None
 
     @classmethod
     async def open(cls, config: SessionConfig, on_deliver: DeliverHandler) -> SmppSession:
@@ -133,8 +138,11 @@ class SmppSession:
         """
         self._outstanding += 1
         try:
-            async with asyncio.timeout(self._config.response_timeout):
-                await self._window.acquire()
+            if self._window.locked():
+                async with asyncio.timeout(self._config.response_timeout):
+                    await self._window.acquire()
+            else:
+                await self._window.acquire()  # a free slot: taken without waiting
         except TimeoutError:
             self._outstanding -= 1
             raise WindowTimeoutError(self._config.window) from None
@@ -142,10 +150,27 @@ class SmppSession:
             self._outstanding -= 1
             raise
         try:
-            return await self.request(build)
+            return await self._submit_once(build)
         finally:
             self._window.release()
             self._outstanding -= 1
+
+    async def _submit_once(self, build: Callable[[int], bytes]) -> codec.Pdu:
+        """`request` for submit_sm, without a timer of its own (see `_expire_overdue`)."""
+        if self._closed.is_set():
+            raise SessionClosedError(self._close_reason)
+        sequence = self._next_sequence()
+        answer: asyncio.Future[codec.Pdu] = asyncio.get_running_loop().create_future()
+        self._pending[sequence] = answer
+        self._expire_after(sequence)
+        try:
+            # Not drained: the window bounds what submits leave in the socket's
+            # buffer, and an SMSC that stops reading fails them by their deadline.
+            self._send_soon(build(sequence))
+            return await answer
+        finally:
+            self._pending.pop(sequence, None)
+            _settle(answer)
 
     async def request(
         self, build: Callable[[int], bytes], *, answer_within: float | None = None
@@ -296,6 +321,28 @@ class SmppSession:
             self._spawn_close(reason)
             raise SessionClosedError(reason) from exc
 
+    def _expire_after(self, sequence: int) -> None:
+        loop = asyncio.get_running_loop()
+        when = loop.time() + self._config.response_timeout
+        self._deadlines.append((when, sequence))
+        if self._expiry is None:
+            self._expiry = loop.call_at(when, self._expire_overdue)
+
+    def _expire_overdue(self) -> None:
+        """Fail the submits whose deadline has passed with TimeoutError; wait for the next."""
+        self._expiry = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        while self._deadlines:
+            when, sequence = self._deadlines[0]
+            if when > now:
+                self._expiry = loop.call_at(when, self._expire_overdue)
+                return
+            self._deadlines.popleft()
+            answer = self._pending.get(sequence)
+            if answer is not None and not answer.done():
+                answer.set_exception(TimeoutError())
+
     def _next_sequence(self) -> int:
         self._sequence = self._sequence % _MAX_SEQUENCE + 1
         return self._sequence
@@ -305,6 +352,9 @@ class SmppSession:
             return
         self._close_reason = reason
         self._closed.set()
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
         for answer in self._pending.values():
             if not answer.done():
                 answer.set_exception(SessionClosedError(reason))
