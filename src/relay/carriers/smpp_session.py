@@ -332,7 +332,9 @@ class SmppSession:
         """Fail the submits whose deadline has passed with TimeoutError; wait for the next."""
         self._expiry = None
         loop = asyncio.get_running_loop()
-        now = loop.time()
+        # Within a millisecond counts as passed: uvloop's clock and timers keep
+        # milliseconds, so a timer may fire with its deadline still that far off.
+        now = loop.time() + 0.001
         while self._deadlines:
             when, sequence = self._deadlines[0]
             if when > now:
