@@ -255,6 +255,23 @@ async def test_submit_without_a_response_is_unavailable_after_the_response_timeo
     assert 0.25 <= time.monotonic() - started < 3.0
 
 
+async def test_a_submit_sent_after_an_answered_one_still_times_out_on_its_own_deadline(
+    start_peer: StartPeer, start_carrier: StartCarrier
+) -> None:
+    """Submits share one expiry timer: the one left behind an answered submit is still failed."""
+    peer = await start_peer()
+    carrier = await start_carrier(peer.port, response_timeout=0.5)
+    await carrier.submit(SMS)
+    await peer.command("configure", submit="hold")
+
+    async with asyncio.timeout(5):
+        with pytest.raises(CarrierUnavailable) as unavailable:
+            await carrier.submit(SMS)
+
+    assert unavailable.value.code == "smpp_timeout"
+    assert len(peer.seen("submit")) == 2
+
+
 async def test_dropped_connection_fails_inflight_submits_promptly_and_the_carrier_rebinds(
     start_peer: StartPeer, start_carrier: StartCarrier
 ) -> None:

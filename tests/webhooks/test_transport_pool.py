@@ -190,3 +190,23 @@ async def test_the_request_names_relay_and_adds_no_content_type_of_its_own(
     assert "content-type" not in bare
     assert typed["content-type"] == "application/json"
     assert bare["content-length"] == "2"
+
+
+async def test_a_client_keeps_each_urls_verdict_apart(
+    receiver: Receiver, identity: ServerIdentity
+) -> None:
+    """The checks of a URL are remembered per URL: a refused one stays refused beside an
+    accepted one, in either order, through one client."""
+    client = client_for(identity)
+    refused = "http://127.0.0.1/ok"  # not https
+    try:
+        before = await client.post(refused, b"{}", {})
+        accepted = await client.post(receiver.url("/again"), b"{}", {})
+        after = await client.post(refused, b"{}", {})
+        again = await client.post(receiver.url("/again"), b"{}", {})
+    finally:
+        await client.aclose()
+
+    assert (before.error, after.error) == ("invalid_url", "invalid_url")
+    assert (accepted.ok, again.ok) == (True, True)
+    assert receiver.paths == ["/again", "/again"]

@@ -1,7 +1,8 @@
 """SMPP 3.4 as a carrier: persistent transceiver binds to an operator's SMSC.
 
 Library choice. The PDU codec is smpplib's (mature, pure Python), reached only
-through the typed `relay.carriers.smpp_codec`; the session around it (framing,
+through the typed `relay.carriers.smpp_codec`, which packs and reads the four
+PDUs of every SMS itself; the session around it (framing,
 request/response pairing, window, enquire_link, timeouts) is asyncio code in
 `relay.carriers.smpp_session`. smpplib's own `Client` was not used because it
 is blocking: one listener thread per bind, PDU errors raised inside that
@@ -39,10 +40,6 @@ What the carrier promises:
   that overtakes its submit_sm_resp waits (up to `receipt_hold`) until
   `submit` has returned that id. ENROUTE/ACCEPTD and MO messages are only
   acknowledged.
-
-Measured on loopback against the node-smpp test peer (2 vCPUs, shared):
-1,500-2,300 submits per second with their receipts on one bind, about half
-of the CPU in smpplib's codec; far above what SMSCs allow an account.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ outstanding. It knows nothing of carriers: `SmppCarrier` supervises it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
@@ -92,6 +93,14 @@ class SmppSession:
         self._close_reason = "not closed"
         self._tasks: set[asyncio.Task[None]] = set()
         self._handlers: set[asyncio.Task[None]] = set()
+        # Frames written in one turn of the event loop, sent together at the
+        # next: one system call for the many submits (and receipt answers)
+        # that the same commit or the same read released.
+        self._outbox: list[bytes] = []
+        # Submits' deadlines, in the order they were sent: one timer for all of
+        # them rather than one each, since every submit waits the same time.
+        self._deadlines: collections.deque[tuple[float, int]] = collections.deque()
+        self._expiry: asyncio.TimerHandle | None = None
 
     @classmethod
     async def open(cls, config: SessionConfig, on_deliver: DeliverHandler) -> SmppSession:
@@ -129,8 +138,11 @@ class SmppSession:
         """
         self._outstanding += 1
         try:
-            async with asyncio.timeout(self._config.response_timeout):
-                await self._window.acquire()
+            if self._window.locked():
+                async with asyncio.timeout(self._config.response_timeout):
+                    await self._window.acquire()
+            else:
+                await self._window.acquire()  # a free slot: taken without waiting
         except TimeoutError:
             self._outstanding -= 1
             raise WindowTimeoutError(self._config.window) from None
@@ -138,10 +150,27 @@ class SmppSession:
             self._outstanding -= 1
             raise
         try:
-            return await self.request(build)
+            return await self._submit_once(build)
         finally:
             self._window.release()
             self._outstanding -= 1
+
+    async def _submit_once(self, build: Callable[[int], bytes]) -> codec.Pdu:
+        """`request` for submit_sm, without a timer of its own (see `_expire_overdue`)."""
+        if self._closed.is_set():
+            raise SessionClosedError(self._close_reason)
+        sequence = self._next_sequence()
+        answer: asyncio.Future[codec.Pdu] = asyncio.get_running_loop().create_future()
+        self._pending[sequence] = answer
+        self._expire_after(sequence)
+        try:
+            # Not drained: the window bounds what submits leave in the socket's
+            # buffer, and an SMSC that stops reading fails them by their deadline.
+            self._send_soon(build(sequence))
+            return await answer
+        finally:
+            self._pending.pop(sequence, None)
+            _settle(answer)
 
     async def request(
         self, build: Callable[[int], bytes], *, answer_within: float | None = None
@@ -271,18 +300,50 @@ class SmppSession:
                 return
 
     def _send_soon(self, frame: bytes) -> None:
-        self._writer.write(frame)
+        if not self._outbox:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._outbox.append(frame)
+
+    def _flush(self) -> None:
+        frames, self._outbox = self._outbox, []
+        if not self._writer.is_closing():
+            self._writer.write(b"".join(frames))
 
     async def _write(self, frame: bytes) -> None:
         if self._closed.is_set():
             raise SessionClosedError(self._close_reason)
+        self._send_soon(frame)
         try:
-            self._writer.write(frame)
+            # Waits only while the socket's buffer is over its high-water mark.
             await self._writer.drain()
         except OSError as exc:
             reason = f"connection lost: {type(exc).__name__}"
             self._spawn_close(reason)
             raise SessionClosedError(reason) from exc
+
+    def _expire_after(self, sequence: int) -> None:
+        loop = asyncio.get_running_loop()
+        when = loop.time() + self._config.response_timeout
+        self._deadlines.append((when, sequence))
+        if self._expiry is None:
+            self._expiry = loop.call_at(when, self._expire_overdue)
+
+    def _expire_overdue(self) -> None:
+        """Fail the submits whose deadline has passed with TimeoutError; wait for the next."""
+        self._expiry = None
+        loop = asyncio.get_running_loop()
+        # Within a millisecond counts as passed: uvloop's clock and timers keep
+        # milliseconds, so a timer may fire with its deadline still that far off.
+        now = loop.time() + 0.001
+        while self._deadlines:
+            when, sequence = self._deadlines[0]
+            if when > now:
+                self._expiry = loop.call_at(when, self._expire_overdue)
+                return
+            self._deadlines.popleft()
+            answer = self._pending.get(sequence)
+            if answer is not None and not answer.done():
+                answer.set_exception(TimeoutError())
 
     def _next_sequence(self) -> int:
         self._sequence = self._sequence % _MAX_SEQUENCE + 1
@@ -293,6 +354,9 @@ class SmppSession:
             return
         self._close_reason = reason
         self._closed.set()
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
         for answer in self._pending.values():
             if not answer.done():
                 answer.set_exception(SessionClosedError(reason))

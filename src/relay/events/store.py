@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -172,8 +171,16 @@ async def record_attempt(
 
 
 async def insert_attempt(tx: Tx, event_id: str, number: int, attempt: AttemptRecord) -> None:
-    # The record's fields are the statement's parameters, by name.
-    params = {"event_id": event_id, "number": number, **dataclasses.asdict(attempt)}
+    # Not dataclasses.asdict: it deep-copies every field, and this runs per delivery.
+    params = {
+        "event_id": event_id,
+        "number": number,
+        "at": attempt.at,
+        "status_code": attempt.status_code,
+        "error": attempt.error,
+        "duration_ms": attempt.duration_ms,
+        "response_excerpt": attempt.response_excerpt,
+    }
     await tx.execute(_INSERT_ATTEMPT, params)
 
 

@@ -36,6 +36,8 @@ MAX_RESPONSE_BYTES = 64 * 1024
 USER_AGENT = "Relay-Webhooks/1"
 # As long as an idle keep-alive connection is kept open.
 IDLE_POOL_SECONDS = 30.0
+# URLs whose checks are kept; past this many the memory starts over.
+KNOWN_TARGETS = 4096
 
 DeliveryError = Literal[
     "invalid_url",
@@ -111,6 +113,9 @@ class WebhookClient:
         self._idle_seconds = idle_seconds
         # Opened on the first post: a session belongs to the running event loop.
         self._session: aiohttp.ClientSession | None = None
+        # A URL's checks depend on nothing else (names are resolved per connection,
+        # in the resolver), and most deliveries go to a URL delivered to before.
+        self._targets: dict[str, URL | DeliveryError] = {}
 
     async def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> DeliveryResult:
         """POST `body` to `url` once; any 2xx is success. Never raises for network problems.
@@ -119,7 +124,11 @@ class WebhookClient:
         reading the (truncated) response. Redirects are failures, never followed.
         """
         started = time.monotonic()
-        target = _target(url, self._allowed)
+        target = self._targets.get(url)
+        if target is None:
+            if len(self._targets) >= KNOWN_TARGETS:
+                self._targets.clear()
+            target = self._targets[url] = _target(url, self._allowed)
         if not isinstance(target, URL):
             return _failure(target, started)
         try:
