@@ -16,7 +16,7 @@ from typing import Any
 
 import asyncpg
 
-from relay.db.group_commit import Batched, GroupCommit, T, Unit
+from relay.db.group_commit import RETRIES, Batched, GroupCommit, T, Unit
 from relay.db.sql import (
     Channels,
     DatabaseUnavailable,
@@ -98,6 +98,24 @@ class PostgresTx(Channels):
         with _translated(self.connection):
             row: Row | None = await self.connection.fetchrow(statement.postgres, *args)
         return row
+
+
+class _Alone(PostgresTx):
+    """A unit committed by its one statement (autocommit): a second statement would
+    commit apart from the first, so it is refused before it runs."""
+
+    ran = False
+
+    def traced(self, statement: Sql, params: Params | None) -> Sql:
+        if self.ran:
+            raise RuntimeError(f"a unit run alone has one statement; {statement!r} is a second")
+        self.ran = True
+        return super().traced(statement, params)
+
+    def bound_rows(self, statement: Sql, rows: Sequence[Params]) -> list[tuple[Any, ...]]:
+        if len(rows) > 1:
+            raise RuntimeError(f"a unit run alone has one statement; {statement!r} runs many")
+        return super().bound_rows(statement, rows)
 
 
 class PostgresSession:
@@ -183,6 +201,22 @@ class PostgresDb(Batched):
     async def read(self, unit: Unit[T]) -> T:
         async with self._acquired() as connection:
             return await unit(PostgresTx(connection, self._trace))
+
+    async def write_alone(self, unit: Unit[T]) -> T:
+        """The unit's one statement in autocommit on a pooled connection: no BEGIN nor
+        COMMIT round trip, and no writer held while the statement waits for a row lock."""
+        for tries_left in reversed(range(RETRIES)):
+            try:
+                async with self._acquired() as connection:
+                    tx = _Alone(connection, self._trace)
+                    value = await unit(tx)
+            except MustRetry:
+                if not tries_left:
+                    raise
+            else:
+                self._group.announce(tx.take_notified())
+                return value
+        raise AssertionError("unreachable")
 
     async def snapshot(self, unit: Unit[T]) -> T:
         async with (
