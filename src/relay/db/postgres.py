@@ -163,15 +163,56 @@ class PostgresSession:
             await self._connection.close()
 
 
-async def _kept(connection: Any) -> None:
-    """A reader goes back to the pool as it is.
+class Readers:
+    """The connections reads and units run alone use, up to `size` at once.
 
-    asyncpg's default reset sends `RESET ALL`, `UNLISTEN *` and the like on
-    every release: a round trip per read, on every request (authentication
-    is a read). A reader here only runs statements in autocommit, or a
-    read-only transaction its context closes; it sets, listens and locks
-    nothing, so there is nothing to reset.
+    Not asyncpg's pool: its acquire and release (a timer per release, a task to
+    shield each release, the reset hook) cost more CPU than the statement they
+    carry (docs/benchmarks.md, tenth session). A reader only runs statements in
+    autocommit, or a read-only transaction its context closes; it sets, listens
+    and locks nothing, so it goes back as it is. One whose use was interrupted
+    (cancelled, or the server went away) may be mid-statement and is dropped.
     """
+
+    def __init__(self, dsn: str, size: int) -> None:
+        self._dsn = dsn
+        self._idle: list[Any] = []
+        self._slots = asyncio.Semaphore(size)
+        self._closed = False
+
+    @contextlib.asynccontextmanager
+    async def acquire(self) -> AsyncIterator[Any]:
+        async with self._slots:
+            connection = self._idle.pop() if self._idle else None
+            if connection is None or connection.is_closed():
+                with _translated():
+                    connection = await asyncpg.connect(self._dsn)
+            try:
+                with _translated(connection):
+                    yield connection
+            except Exception:
+                if not connection.is_closed() and not connection.is_in_transaction():
+                    self._give_back(connection)
+                else:
+                    connection.terminate()
+                raise
+            except BaseException:
+                connection.terminate()
+                raise
+            self._give_back(connection)
+
+    def _give_back(self, connection: Any) -> None:
+        if self._closed:
+            connection.terminate()
+        else:
+            self._idle.append(connection)
+
+    async def close(self) -> None:
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            with contextlib.suppress(Exception):
+                await connection.close()
 
 
 class PostgresDb(Batched):
@@ -186,9 +227,7 @@ class PostgresDb(Batched):
         max_batch: int = BATCH,
     ) -> None:
         self._dsn = dsn
-        self._readers = readers
-        self._pool: Any = None
-        self._opening = asyncio.Lock()
+        self._readers = Readers(dsn, readers)
         self._trace: Trace | None = None
         self._sessions = [PostgresSession(self._dsn) for _ in range(writers)]
         self._group = GroupCommit(list(self._sessions), max_batch=max_batch)
@@ -225,23 +264,12 @@ class PostgresDb(Batched):
         ):
             return await unit(PostgresTx(connection, self._trace))
 
-    @contextlib.asynccontextmanager
-    async def _acquired(self) -> AsyncIterator[Any]:
-        if self._pool is None:
-            async with self._opening:
-                if self._pool is None:
-                    with _translated():
-                        self._pool = await asyncpg.create_pool(
-                            self._dsn, min_size=1, max_size=self._readers, reset=_kept
-                        )
-        with _translated():
-            async with self._pool.acquire() as connection:
-                yield connection
+    def _acquired(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        return self._readers.acquire()
 
     async def close(self) -> None:
         await self._group.close()
         for session in self._sessions:
             with contextlib.suppress(Exception):
                 await session.close()
-        if self._pool is not None:
-            await self._pool.close()
+        await self._readers.close()
