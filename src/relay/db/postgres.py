@@ -190,11 +190,14 @@ class Readers:
             try:
                 with _translated(connection):
                     yield connection
+            except DatabaseUnavailable:
+                connection.terminate()
+                raise
             except Exception:
-                if not connection.is_closed() and not connection.is_in_transaction():
-                    self._give_back(connection)
-                else:
+                if connection.is_closed() or connection.is_in_transaction():
                     connection.terminate()
+                else:
+                    self._give_back(connection)
                 raise
             except BaseException:
                 connection.terminate()
