@@ -136,7 +136,8 @@ def test_eight_processes_of_wrong_checks_count_exactly_five(
     failed = count_rows(
         settings,
         "SELECT COALESCE(SUM(failed_checks), 0) AS n FROM abuse_counters"
-        " WHERE kind = 'number' AND subject = :number",
+        " WHERE account_id = :account AND kind = 'number' AND subject = :number",
+        account=owner.id,
         number="+14155552671",
     )
     assert failed == 5
