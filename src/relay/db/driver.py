@@ -20,6 +20,8 @@ from relay.db.urls import is_postgres, postgres_dsn, sqlite_path
 
 class Db(Protocol):
     dialect: Dialect
+    # `write_alone` commits a one-statement unit by itself (PostgreSQL), not in a batch.
+    autocommits: bool
 
     async def write(self, unit: Unit[T]) -> T: ...
 

@@ -226,6 +226,8 @@ class Batched:
     """What both databases' handles share: writes through their GroupCommit."""
 
     _group: GroupCommit
+    # Whether `write_alone` commits a one-statement unit by itself, outside the writers.
+    autocommits = False
 
     @property
     def commits(self) -> int:

@@ -220,6 +220,7 @@ class Readers:
 
 class PostgresDb(Batched):
     dialect: Dialect = "postgresql"
+    autocommits = True
 
     def __init__(
         self,

@@ -45,36 +45,50 @@ class Checks:
     ) -> Verification:
         now = self._clock.now()
         claim = claims.pending()
-        scope = caller.scope
-        # Read before the write, not in it: the read locks nothing, so under READ
-        # COMMITTED it sees in the write's transaction what it sees here, and every
-        # change the check makes is a statement that restates its rule on the row as
-        # it is then (see `_count`).
-        found = await self._db.read(
-            lambda tx: store.check_material(
-                tx,
-                scope,
-                verification_id=verification_id,
-                to=None if verification_id else to,
-                failed_since=self._abuse.failed_checks_since(now),
+        found: store.CheckMaterial | None = None
+        if self._db.autocommits:
+            # Read before the write, not in it: the read locks nothing, so under READ
+            # COMMITTED it sees in the write's transaction what it sees here, and every
+            # change the check makes is a statement that restates its rule on the row
+            # as it is then (see `_count`). A wrong code may then commit alone.
+            found = await self._db.read(
+                lambda tx: self._material(tx, caller, verification_id, to, now)
             )
-        )
-        if found is None:
-            param = "id" if verification_id else "to"
-            raise ResourceMissing("No pending verification matches.", param=param)
-        current = found.verification
-        matches = self._keyring.code_matches(current.id, code, found.code_mac)
-        correct = check_is_correct(submitted=code, livemode=caller.livemode, matches=matches)
-        if claim is None and not correct:
-            counted = await self._wrong_code(scope, found, now)
-            if counted is not None:
-                return counted
+            if claim is None and not self._correct(caller, code, found):
+                counted = await self._wrong_code(caller.scope, found, now)
+                if counted is not None:
+                    return counted
+        given = found
         verification, error = await self._db.write(
-            lambda tx: self._check(tx, scope, found, correct=correct, now=now, claim=claim)
+            lambda tx: self._check(tx, caller, code, verification_id, to, now, claim, given)
         )
         if error is not None:
             raise error
         return verification
+
+    async def _material(
+        self,
+        tx: Tx,
+        caller: Caller,
+        verification_id: str | None,
+        to: str | None,
+        now: datetime,
+    ) -> store.CheckMaterial:
+        found = await store.check_material(
+            tx,
+            caller.scope,
+            verification_id=verification_id,
+            to=None if verification_id else to,
+            failed_since=self._abuse.failed_checks_since(now),
+        )
+        if found is None:
+            param = "id" if verification_id else "to"
+            raise ResourceMissing("No pending verification matches.", param=param)
+        return found
+
+    def _correct(self, caller: Caller, code: str, found: store.CheckMaterial) -> bool:
+        matches = self._keyring.code_matches(found.verification.id, code, found.code_mac)
+        return check_is_correct(submitted=code, livemode=caller.livemode, matches=matches)
 
     async def _wrong_code(
         self, scope: Scope, found: store.CheckMaterial, now: datetime
@@ -104,15 +118,21 @@ class Checks:
     async def _check(
         self,
         tx: Tx,
-        scope: Scope,
-        found: store.CheckMaterial,
-        *,
-        correct: bool,
+        caller: Caller,
+        code: str,
+        verification_id: str | None,
+        to: str | None,
         now: datetime,
         claim: Pending | None,
+        found: store.CheckMaterial | None,
     ) -> tuple[Verification, RelayError | None]:
+        """The whole check, in one unit; `found`: its read, if it was made before."""
+        scope = caller.scope
+        if found is None:
+            found = await self._material(tx, caller, verification_id, to, now)
         current = found.verification
         destination = found.destination
+        correct = self._correct(caller, code, found)
         if claim is not None:
             # First of all it decides: a request racing it under the key stops here.
             await claim.take(tx, resource_path=resource_path(current.id), now=now)
