@@ -24,6 +24,10 @@ class Proxy:
     def cut(self) -> None:
         """Refuse new connections and drop every open one, as a dead host would."""
         if self._listener is not None:
+            # Shut down first: a close alone leaves the accepting thread blocked in accept(),
+            # and it still takes the next connection.
+            with contextlib.suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)
             self._listener.close()
             self._listener = None
         with self._lock:

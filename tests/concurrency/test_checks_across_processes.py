@@ -132,6 +132,15 @@ def test_eight_processes_of_wrong_checks_count_exactly_five(
     )
     assert _status_of(settings, owner.test_key, verification_id) == ("max_attempts_reached", 5)
     assert _events_of(settings, verification_id, "verification.max_attempts_reached") == 1
+    # Each counted wrong code, and only those, went to the number's counter.
+    failed = count_rows(
+        settings,
+        "SELECT COALESCE(SUM(failed_checks), 0) AS n FROM abuse_counters"
+        " WHERE account_id = :account AND kind = 'number' AND subject = :number",
+        account=owner.id,
+        number="+14155552671",
+    )
+    assert failed == 5
 
 
 def test_sixteen_concurrent_correct_checks_approve_once(

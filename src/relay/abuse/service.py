@@ -121,10 +121,14 @@ class AbuseGuard:
         `failed_checks`: the number's total since `failed_checks_since`, read with the
         verification; the buckets are read only to say when the cap lifts.
         """
-        if failed_checks < self._failed_checks_cap(scope):
+        if self.allows_check(scope, failed_checks):
             return None
         buckets = await store.window(tx, scope, Kind.NUMBER, to, since=window_start(now, DAY))
         return self._failed_checks(buckets, scope, now)
+
+    def allows_check(self, scope: Scope, failed_checks: int) -> bool:
+        """Below the cap of wrong codes per number: `before_check` refuses nothing."""
+        return failed_checks < self._failed_checks_cap(scope)
 
     def _verifications_cap(self, scope: Scope) -> int:
         return self.rules.per_number(
@@ -154,10 +158,10 @@ class AbuseGuard:
     ) -> None:
         """Wrong codes count against the number; approvals are the conversions the
         pumping guard compares sends with."""
-        if correct:
-            rows = [(kind, subject, 0, 1, 0) for kind, subject in self._subjects(destination)]
-        else:
-            rows = [(Kind.NUMBER, destination.e164, 0, 0, 1)]
+        if not correct:
+            await store.add_failed_check(tx, scope, destination.e164, at=now)
+            return
+        rows = [(kind, subject, 0, 1, 0) for kind, subject in self._subjects(destination)]
         await store.bump_many(tx, scope, rows, at=now)
 
     async def prune(self, tx: Tx, *, now: datetime) -> int:

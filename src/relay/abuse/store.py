@@ -99,6 +99,19 @@ def failed_checks_of(number: str) -> str:
     )
 
 
+def failed_check_from(counted: str) -> str:
+    """SQL adding one wrong code, in bucket `:bucket`, to the number counter of each row of
+    `counted` (a CTE returning account_id, livemode and to_number), so that PostgreSQL
+    writes it in the statement that counts the check. `add_failed_check`, as SQL."""
+    return (
+        "INSERT INTO abuse_counters (account_id, livemode, kind, subject, bucket, shard, sends,"
+        f" approvals, failed_checks) SELECT account_id, livemode, '{Kind.NUMBER.value}',"
+        f" to_number, CAST(:bucket AS timestamp with time zone), 0, 0, 0, 1 FROM {counted}"
+        " ON CONFLICT (account_id, livemode, kind, subject, bucket, shard) DO UPDATE SET"
+        " failed_checks = abuse_counters.failed_checks + excluded.failed_checks"
+    )
+
+
 _BLOCK = Sql(
     "INSERT INTO destination_blocks (account_id, livemode, kind, subject, blocked_until,"
     " created_at) VALUES (:scope_account, :scope_livemode, :kind, :subject, :until, :now)"
@@ -250,6 +263,16 @@ async def bump_many(
             for kind, subject, sends, approvals, failed_checks in rows
         ],
     )
+
+
+async def add_failed_check(tx: Tx, scope: Scope, number: str, *, at: datetime) -> None:
+    """One wrong code against the number (its own row, never sharded)."""
+    await bump_many(tx, scope, [(Kind.NUMBER, number, 0, 0, 1)], at=at)
+
+
+def failed_check_bucket(at: datetime) -> datetime:
+    """The bucket `failed_check_from` counts a wrong code made at `at` in."""
+    return bucket_of(at, step_of(Kind.NUMBER))
 
 
 async def window(

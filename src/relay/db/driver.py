@@ -20,8 +20,15 @@ from relay.db.urls import is_postgres, postgres_dsn, sqlite_path
 
 class Db(Protocol):
     dialect: Dialect
+    # `write_alone` commits a one-statement unit by itself (PostgreSQL), not in a batch.
+    autocommits: bool
 
     async def write(self, unit: Unit[T]) -> T: ...
+
+    async def write_alone(self, unit: Unit[T]) -> T:
+        """A unit whose writes are one statement: PostgreSQL commits it on its own, outside
+        the writers; SQLite runs it in the writer's next batch."""
+        ...
 
     async def read(self, unit: Unit[T]) -> T: ...
 

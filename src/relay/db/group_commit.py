@@ -103,6 +103,18 @@ class GroupCommit:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
 
+    def announce(self, notices: Notices) -> None:
+        """Wake the listeners and run the callbacks of units that have committed."""
+        for channel in notices.channels:
+            for callback in self._listeners.get(channel, ()):
+                callback()
+        for callback in notices.callbacks:
+            try:
+                callback()
+            except Exception:
+                # What ran after a commit cannot undo it, nor fail its units.
+                log.exception("db.after_commit_failed")
+
     async def _serve(self, session: Session) -> None:
         while True:
             batch = [await self._queue.get()]
@@ -134,15 +146,7 @@ class GroupCommit:
             _fail_all(batch, error)
             return
         self.commits += 1
-        for channel in notices.channels:
-            for callback in self._listeners.get(channel, ()):
-                callback()
-        for callback in notices.callbacks:
-            try:
-                callback()
-            except Exception:
-                # What ran after a commit cannot undo it, nor fail its units.
-                log.exception("db.after_commit_failed")
+        self.announce(notices)
         for queued, (ok, value) in zip(batch, outcomes, strict=True):
             if queued.future.done():
                 continue
@@ -222,12 +226,19 @@ class Batched:
     """What both databases' handles share: writes through their GroupCommit."""
 
     _group: GroupCommit
+    # Whether `write_alone` commits a one-statement unit by itself, outside the writers.
+    autocommits = False
 
     @property
     def commits(self) -> int:
         return self._group.commits
 
     async def write(self, unit: Unit[T]) -> T:
+        return await self._group.run(unit)
+
+    async def write_alone(self, unit: Unit[T]) -> T:
+        """A unit that writes with one statement on this database, which is atomic on its
+        own; where the database cannot make it one statement, a unit like any other."""
         return await self._group.run(unit)
 
     def listen(self, channel: str, callback: Callable[[], None]) -> None:

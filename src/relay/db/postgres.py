@@ -16,7 +16,7 @@ from typing import Any
 
 import asyncpg
 
-from relay.db.group_commit import Batched, GroupCommit, T, Unit
+from relay.db.group_commit import RETRIES, Batched, GroupCommit, T, Unit
 from relay.db.sql import (
     Channels,
     DatabaseUnavailable,
@@ -100,6 +100,24 @@ class PostgresTx(Channels):
         return row
 
 
+class _Alone(PostgresTx):
+    """A unit committed by its one statement (autocommit): a second statement would
+    commit apart from the first, so it is refused before it runs."""
+
+    ran = False
+
+    def traced(self, statement: Sql, params: Params | None) -> Sql:
+        if self.ran:
+            raise RuntimeError(f"a unit run alone has one statement; {statement!r} is a second")
+        self.ran = True
+        return super().traced(statement, params)
+
+    def bound_rows(self, statement: Sql, rows: Sequence[Params]) -> list[tuple[Any, ...]]:
+        if len(rows) > 1:
+            raise RuntimeError(f"a unit run alone has one statement; {statement!r} runs many")
+        return super().bound_rows(statement, rows)
+
+
 class PostgresSession:
     """One writer connection, opened on first use and again after it broke."""
 
@@ -145,19 +163,64 @@ class PostgresSession:
             await self._connection.close()
 
 
-async def _kept(connection: Any) -> None:
-    """A reader goes back to the pool as it is.
+class Readers:
+    """The connections reads and units run alone use, up to `size` at once.
 
-    asyncpg's default reset sends `RESET ALL`, `UNLISTEN *` and the like on
-    every release: a round trip per read, on every request (authentication
-    is a read). A reader here only runs statements in autocommit, or a
-    read-only transaction its context closes; it sets, listens and locks
-    nothing, so there is nothing to reset.
+    Not asyncpg's pool: its acquire and release (a timer per release, a task to
+    shield each release, the reset hook) cost more CPU than the statement they
+    carry (docs/benchmarks.md, tenth session). A reader only runs statements in
+    autocommit, or a read-only transaction its context closes; it sets, listens
+    and locks nothing, so it goes back as it is. One whose use was interrupted
+    (cancelled, or the server went away) may be mid-statement and is dropped.
     """
+
+    def __init__(self, dsn: str, size: int) -> None:
+        self._dsn = dsn
+        self._idle: list[Any] = []
+        self._slots = asyncio.Semaphore(size)
+        self._closed = False
+
+    @contextlib.asynccontextmanager
+    async def acquire(self) -> AsyncIterator[Any]:
+        async with self._slots:
+            connection = self._idle.pop() if self._idle else None
+            if connection is None or connection.is_closed():
+                with _translated():
+                    connection = await asyncpg.connect(self._dsn)
+            try:
+                with _translated(connection):
+                    yield connection
+            except DatabaseUnavailable:
+                connection.terminate()
+                raise
+            except Exception:
+                if connection.is_closed() or connection.is_in_transaction():
+                    connection.terminate()
+                else:
+                    self._give_back(connection)
+                raise
+            except BaseException:
+                connection.terminate()
+                raise
+            self._give_back(connection)
+
+    def _give_back(self, connection: Any) -> None:
+        if self._closed:
+            connection.terminate()
+        else:
+            self._idle.append(connection)
+
+    async def close(self) -> None:
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            with contextlib.suppress(Exception):
+                await connection.close()
 
 
 class PostgresDb(Batched):
     dialect: Dialect = "postgresql"
+    autocommits = True
 
     def __init__(
         self,
@@ -168,9 +231,7 @@ class PostgresDb(Batched):
         max_batch: int = BATCH,
     ) -> None:
         self._dsn = dsn
-        self._readers = readers
-        self._pool: Any = None
-        self._opening = asyncio.Lock()
+        self._readers = Readers(dsn, readers)
         self._trace: Trace | None = None
         self._sessions = [PostgresSession(self._dsn) for _ in range(writers)]
         self._group = GroupCommit(list(self._sessions), max_batch=max_batch)
@@ -184,6 +245,22 @@ class PostgresDb(Batched):
         async with self._acquired() as connection:
             return await unit(PostgresTx(connection, self._trace))
 
+    async def write_alone(self, unit: Unit[T]) -> T:
+        """The unit's one statement in autocommit on a pooled connection: no BEGIN nor
+        COMMIT round trip, and no writer held while the statement waits for a row lock."""
+        for tries_left in reversed(range(RETRIES)):
+            try:
+                async with self._acquired() as connection:
+                    tx = _Alone(connection, self._trace)
+                    value = await unit(tx)
+            except MustRetry:
+                if not tries_left:
+                    raise
+            else:
+                self._group.announce(tx.take_notified())
+                return value
+        raise AssertionError("unreachable")
+
     async def snapshot(self, unit: Unit[T]) -> T:
         async with (
             self._acquired() as connection,
@@ -191,23 +268,12 @@ class PostgresDb(Batched):
         ):
             return await unit(PostgresTx(connection, self._trace))
 
-    @contextlib.asynccontextmanager
-    async def _acquired(self) -> AsyncIterator[Any]:
-        if self._pool is None:
-            async with self._opening:
-                if self._pool is None:
-                    with _translated():
-                        self._pool = await asyncpg.create_pool(
-                            self._dsn, min_size=1, max_size=self._readers, reset=_kept
-                        )
-        with _translated():
-            async with self._pool.acquire() as connection:
-                yield connection
+    def _acquired(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        return self._readers.acquire()
 
     async def close(self) -> None:
         await self._group.close()
         for session in self._sessions:
             with contextlib.suppress(Exception):
                 await session.close()
-        if self._pool is not None:
-            await self._pool.close()
+        await self._readers.close()

@@ -44,30 +44,38 @@ class Checks:
     ) -> Verification:
         now = self._clock.now()
         claim = claims.pending()
-        verification, error = await self._db.write(
-            lambda tx: self._check(
-                tx, caller, code=code, verification_id=verification_id, to=to, now=now, claim=claim
+        found: store.CheckMaterial | None = None
+        if self._db.autocommits:
+            # Read before the write, not in it: the read locks nothing, so under READ
+            # COMMITTED it sees in the write's transaction what it sees here, and every
+            # change the check makes is a statement that restates its rule on the row
+            # as it is then (see `_count`). A wrong code may then commit alone.
+            found = await self._db.read(
+                lambda tx: self._material(tx, caller, verification_id, to, now)
             )
+            if claim is None and not self._correct(caller, code, found):
+                counted = await self._wrong_code(caller.scope, found, now)
+                if counted is not None:
+                    return counted
+        given = found
+        verification, error = await self._db.write(
+            lambda tx: self._check(tx, caller, code, verification_id, to, now, claim, given)
         )
         if error is not None:
             raise error
         return verification
 
-    async def _check(
+    async def _material(
         self,
         tx: Tx,
         caller: Caller,
-        *,
-        code: str,
         verification_id: str | None,
         to: str | None,
         now: datetime,
-        claim: Pending | None,
-    ) -> tuple[Verification, RelayError | None]:
-        scope = caller.scope
+    ) -> store.CheckMaterial:
         found = await store.check_material(
             tx,
-            scope,
+            caller.scope,
             verification_id=verification_id,
             to=None if verification_id else to,
             failed_since=self._abuse.failed_checks_since(now),
@@ -75,10 +83,55 @@ class Checks:
         if found is None:
             param = "id" if verification_id else "to"
             raise ResourceMissing("No pending verification matches.", param=param)
+        return found
+
+    def _correct(self, caller: Caller, code: str, found: store.CheckMaterial) -> bool:
+        matches = self._keyring.code_matches(found.verification.id, code, found.code_mac)
+        return check_is_correct(submitted=code, livemode=caller.livemode, matches=matches)
+
+    async def _wrong_code(
+        self, scope: Scope, found: store.CheckMaterial, now: datetime
+    ) -> Verification | None:
+        """A wrong code that, as read, neither closes the verification nor meets the guard's
+        cap: no event, no refusal, so one statement on PostgreSQL. None: it was not
+        counted so (the row moved since it was read), and the whole check decides."""
+        current = found.verification
+        rule = count_check(
+            status=current.status,
+            checks=current.checks,
+            expires_at=current.expires_at,
+            now=now,
+            correct=False,
+        )
+        if rule is None or rule.status is not Status.PENDING:
+            return None
+        if not self._abuse.allows_check(scope, found.failed_checks):
+            return None
+        checks = await self._db.write_alone(
+            lambda tx: store.count_wrong_check(tx, scope, current, now=now)
+        )
+        if checks is None:
+            return None
+        return dataclasses.replace(current, checks=checks, updated_at=now)
+
+    async def _check(
+        self,
+        tx: Tx,
+        caller: Caller,
+        code: str,
+        verification_id: str | None,
+        to: str | None,
+        now: datetime,
+        claim: Pending | None,
+        found: store.CheckMaterial | None,
+    ) -> tuple[Verification, RelayError | None]:
+        """The whole check, in one unit; `found`: its read, if it was made before."""
+        scope = caller.scope
+        if found is None:
+            found = await self._material(tx, caller, verification_id, to, now)
         current = found.verification
         destination = found.destination
-        matches = self._keyring.code_matches(current.id, code, found.code_mac)
-        correct = check_is_correct(submitted=code, livemode=caller.livemode, matches=matches)
+        correct = self._correct(caller, code, found)
         if claim is not None:
             # First of all it decides: a request racing it under the key stops here.
             await claim.take(tx, resource_path=resource_path(current.id), now=now)

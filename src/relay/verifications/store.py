@@ -11,7 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from relay.abuse.store import failed_checks_of
+from relay.abuse.store import (
+    add_failed_check,
+    failed_check_bucket,
+    failed_check_from,
+    failed_checks_of,
+)
 from relay.accounts.models import Scope
 from relay.db.sql import Row, Sql, Tx, document, flag, moment, moment_or_none
 from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS, joined_attempts
@@ -148,6 +153,18 @@ _COUNT_CHECK = Sql(
         limit=CHECK_LIMIT,
         open=_OPEN,
     ),
+)
+# A wrong code that leaves the verification pending: the rule above with its CASEs
+# decided (no event, nothing to close or drop). On PostgreSQL the number's wrong-code
+# counter is written by the same statement, so it commits alone, in autocommit.
+_COUNT_WRONG_SQL = (
+    "UPDATE verifications SET checks = checks + 1, updated_at = :now"
+    f" WHERE {_OPEN} AND checks < {CHECK_LIMIT - 1} RETURNING checks"
+)
+_COUNT_WRONG = Sql(
+    _COUNT_WRONG_SQL,
+    postgres=f"WITH counted AS ({_COUNT_WRONG_SQL}, account_id, livemode, to_number),"
+    f" bumped AS ({failed_check_from('counted')}) SELECT checks FROM counted",
 )
 _CANCEL = Sql(
     "UPDATE verifications SET status = 'canceled', canceled_at = :now, updated_at = :now,"
@@ -302,6 +319,21 @@ async def count_check(
     params = _this(scope, verification_id, correct=correct, now=now)
     row = await tx.fetchrow(_COUNT_CHECK, params)
     return None if row is None else CountedCheck(Status(row["status"]), row["checks"])
+
+
+async def count_wrong_check(
+    tx: Tx, scope: Scope, verification: Verification, *, now: datetime
+) -> int | None:
+    """Count a wrong code that leaves the verification pending, with its number's wrong
+    code; its checks since, or None if the row as it is now does not allow that."""
+    params = _this(scope, verification.id, now=now, bucket=failed_check_bucket(now))
+    row = await tx.fetchrow(_COUNT_WRONG, params)
+    if row is None:
+        return None
+    if tx.dialect == "sqlite":
+        # SQLite has no UPDATE inside WITH: the counter is the unit's second statement.
+        await add_failed_check(tx, scope, verification.to, at=now)
+    return int(row["checks"])
 
 
 async def cancel(tx: Tx, scope: Scope, verification_id: str, *, now: datetime) -> bool:
