@@ -230,13 +230,15 @@ class Checkpointer:
             connection.close()
 
     def restart(self) -> None:
-        """Copy the rest of the WAL and have the next commit start it over; blocking,
-        for a worker thread while this process's writer waits."""
+        """Copy the rest of the WAL and start it over; blocking, for a worker
+        thread while this process's writer waits."""
         self.restart_due = False
-        connection = sqlite3.connect(self._path, timeout=RESTART_TIMEOUT)
+        connection = sqlite3.connect(self._path, timeout=RESTART_TIMEOUT, isolation_level=None)
         try:
             with contextlib.suppress(sqlite3.Error):
-                connection.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+                busy, _, _ = connection.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+                if not busy:
+                    _write_first_frame(connection)
         finally:
             connection.close()
 
@@ -244,3 +246,20 @@ class Checkpointer:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
+
+
+def _write_first_frame(connection: sqlite3.Connection) -> None:
+    """Commit a write that changes nothing, the first into the WAL just restarted.
+
+    The first commit into a restarted WAL writes the WAL's header and syncs it:
+    here, on the restart's thread, and not in the writer's next COMMIT, which
+    runs on the event loop and holds up every request while the disk answers.
+    """
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        (version,) = connection.execute("PRAGMA user_version").fetchone()
+        connection.execute(f"PRAGMA user_version = {int(version)}")
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
