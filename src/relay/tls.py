@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -55,5 +56,9 @@ def ensure_self_signed(
             serialization.NoEncryption(),
         )
     )
-    paths.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    # Written whole under another name, then renamed: the certificate's presence
+    # is what others wait for, and they must never read half of it.
+    partial = paths.cert.with_name(paths.cert.name + ".partial")
+    partial.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    os.replace(partial, paths.cert)
     return paths
