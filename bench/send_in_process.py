@@ -14,6 +14,7 @@ Where the CPU goes by stage: py-spy on this process (`py-spy record -f raw`).
 
 Usage:
   .venv/bin/python bench/send_in_process.py [--messages 3000] [--concurrency 64] [--sql]
+  .venv/bin/python bench/send_in_process.py --smoke     # a few messages, for CI
 """
 
 from __future__ import annotations
@@ -161,9 +162,13 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--sql", action="store_true", help="each statement's count per message")
+    parser.add_argument("--smoke", action="store_true", help="a few messages, for CI")
+    args = parser.parse_args()
+    if args.smoke:
+        args.messages, args.concurrency, args.warmup = 40, 8, 5
     # The same event loop as `relay serve` (uvicorn runs uvloop when installed).
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        runner.run(main_async(parser.parse_args()))
+        runner.run(main_async(args))
 
 
 if __name__ == "__main__":
