@@ -206,3 +206,36 @@ def test_events_written_before_0010_get_the_endpoint_of_their_url_and_step_back_
     upgrade(url)
     assert _event_endpoints(url) == ENDPOINT_CASES
     assert drift(url) == []
+
+
+def test_attempts_written_before_0011_are_found_by_their_owner_after_it(
+    tmp_path: Path, database_url: str
+) -> None:
+    url = isolated_database(database_url, "migrations_owners", tmp_path)
+    downgrade(url, "0010")
+    execute(
+        url, "INSERT INTO accounts (id, name, brand, created_at) VALUES ('acct_o', 'O', 'O', :t)"
+    )
+    execute(
+        url,
+        "INSERT INTO verifications (id, account_id, livemode, to_number, country, sender,"
+        " locale, code_length, code_mac, status, checks, sends, metadata, created_at,"
+        " updated_at, expires_at, last_sent_at) VALUES ('ver_o', 'acct_o', false,"
+        " '+14155550100', 'US', 'O', 'en', 6, :mac, 'pending', 0, 1, '{}', :t, :t, :t, :t)",
+        mac=b"\x00" * 32,
+    )
+    for attempt in ("att_1", "att_2"):
+        execute(
+            url,
+            "INSERT INTO attempts (id, verification_id, carrier, status, at, updated_at)"
+            " VALUES (:id, 'ver_o', 'sandbox', 'delivered', :t, :t)",
+            id=attempt,
+        )
+    upgrade(url)
+    assert drift(url) == []
+    found = read_rows(url, "SELECT id FROM attempts WHERE verification_id = 'ver_o' ORDER BY id")
+    assert [r["id"] for r in found] == ["att_1", "att_2"]
+    assert read_rows(url, "SELECT id FROM attempts WHERE message_id = 'ver_o'") == []
+    downgrade(url, "0010")
+    upgrade(url)
+    assert drift(url) == []

@@ -184,8 +184,21 @@ attempts = Table(
     Column("lease_until", UtcDateTime),
     Column("lease_owner", String(40)),
     Column("report_due_at", UtcDateTime),
-    Index("ix_attempts_verification", "verification_id", "id"),
-    Index("ix_attempts_message", "message_id", "id"),
+    # An attempt has one owner: each index holds only its own kind (migration 0011).
+    Index(
+        "ix_attempts_verification",
+        "verification_id",
+        "id",
+        sqlite_where=text("verification_id IS NOT NULL"),
+        postgresql_where=text("verification_id IS NOT NULL"),
+    ),
+    Index(
+        "ix_attempts_message",
+        "message_id",
+        "id",
+        sqlite_where=text("message_id IS NOT NULL"),
+        postgresql_where=text("message_id IS NOT NULL"),
+    ),
     Index("ix_attempts_carrier_message", "carrier", "carrier_message_id"),
     Index(
         "ix_attempts_queued",
