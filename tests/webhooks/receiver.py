@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
-import ipaddress
 import json
 import ssl
 import threading
@@ -25,10 +23,6 @@ from typing import Any
 
 import asyncpg
 import httpx
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from sqlalchemy.engine import make_url
 
 from relay.config import Settings
@@ -40,6 +34,8 @@ from relay.events.models import EventType, NewEvent
 from relay.ids import new_id
 from relay.services import Services
 from tests.harness import RunningServer, ServerThread, test_settings
+from tests.webhooks.tls_receiver import ServerIdentity
+from tests.webhooks.tls_receiver import write_identity as write_server_identity
 
 # Short, so retries take well under seconds; spread apart, so their order shows.
 SCHEDULE = (0.05, 0.6, 1.6)
@@ -48,68 +44,13 @@ SCHEDULE = (0.05, 0.6, 1.6)
 TIMEOUT = 2.5
 LATE = 3.0
 
-# --- a test CA and a certificate for localhost / 127.0.0.1 ------------------
+# --- a test CA and a certificate for localhost / 127.0.0.1 (tls_receiver's) --
 
-
-@dataclass(frozen=True)
-class Identity:
-    ca_path: Path
-    cert_path: Path
-    key_path: Path
-
-
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-
-
-def _certificate(
-    subject: str, issuer: x509.Name, public: ec.EllipticCurvePublicKey
-) -> x509.CertificateBuilder:
-    now = dt.datetime.now(dt.UTC)
-    return (
-        x509.CertificateBuilder()
-        .subject_name(_name(subject))
-        .issuer_name(issuer)
-        .public_key(public)
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-    )
+Identity = ServerIdentity
 
 
 def write_identity(directory: Path) -> Identity:
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (
-        _certificate("Relay Webhook Test CA", _name("Relay Webhook Test CA"), ca_key.public_key())
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.IPv4Address("127.0.0.1"))]
-    leaf = (
-        _certificate("localhost", ca.subject, key.public_key())
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    identity = Identity(directory / "ca.pem", directory / "leaf.pem", directory / "key.pem")
-    identity.ca_path.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    identity.cert_path.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
-    identity.key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return identity
+    return write_server_identity(directory, "Relay Webhook Test CA")
 
 
 # --- the receiver -------------------------------------------------------------
