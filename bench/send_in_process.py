@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 from bench.in_process import CODE_KEY, call  # noqa: E402
-from bench.smpp_bench import sink  # noqa: E402
+from bench.smpp_bench import relay_env, sink, write_config  # noqa: E402
 from bench.webhook_bench import _loop_factory  # noqa: E402
 from tests.carriers.smpp_peer import SmppPeer, install_peer  # noqa: E402
 
@@ -54,30 +54,10 @@ _numbers = itertools.count(random.randint(2_000_000, 5_000_000))
 
 def configure(work: Path, peer_port: int, hook_ca: Path) -> None:
     """The environment `relay serve` gets from bench/smpp_bench.py."""
-    config = work / "relay.toml"
-    config.write_text(
-        "[carriers.smsc]\n"
-        'kind = "smpp"\nhost = "127.0.0.1"\n'
-        f"port = {peer_port}\n"
-        'system_id = "relay"\npassword = "secret"\n'
-        "binds = 2\nwindow = 64\n"
-        '[routes]\ndefault = ["smsc"]\n'
-    )
+    config = write_config(work, peer_port, binds=2, window=64)
+    database_url = f"sqlite:///{work / 'relay.sqlite3'}"
     os.environ.update(
-        {
-            "RELAY_CONFIG": str(config),
-            "RELAY_DATA_DIR": str(work),
-            "RELAY_DATABASE_URL": f"sqlite:///{work / 'relay.sqlite3'}",
-            "RELAY_CODE_KEY": CODE_KEY,
-            "RELAY_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.0/8",
-            "RELAY_WEBHOOK_CA_BUNDLE": str(hook_ca),
-            "RELAY_PUMPING_GUARD": "off",
-            "RELAY_DAILY_SMS_CAP": "100000000",
-            "RELAY_NUMBER_VERIFICATIONS_PER_HOUR": "100000",
-            "RELAY_RATE_LIMIT": "100000",
-            "RELAY_RATE_LIMIT_BURST": "100000",
-            "RELAY_LOG_LEVEL": "warning",
-        }
+        {**relay_env(config, work, database_url, hook_ca), "RELAY_CODE_KEY": CODE_KEY}
     )
 
 

@@ -135,35 +135,48 @@ def prepare(env: dict[str, str]) -> str:
     return bench_account(RELAY, env)["live_key"]
 
 
-def relay_side(args: argparse.Namespace, work: Path, peer_port: int) -> Outcome:
-    data = work / "relay"
-    data.mkdir(parents=True, exist_ok=True)
-    database_url = PG_URL if args.db == "pg" else f"sqlite:///{data / 'relay.sqlite3'}"
-    if args.db == "pg":
-        recreate_pg(database_url)
+def write_config(work: Path, peer_port: int, *, binds: int, window: int) -> Path:
+    """One SMPP carrier bound to the SMSC at `peer_port`, the only route."""
     config = work / "relay.toml"
     config.write_text(
         "[carriers.smsc]\n"
         'kind = "smpp"\nhost = "127.0.0.1"\n'
         f"port = {peer_port}\n"
         'system_id = "relay"\npassword = "secret"\n'
-        f"binds = {args.binds}\nwindow = {args.window}\n"
+        f"binds = {binds}\nwindow = {window}\n"
         '[routes]\ndefault = ["smsc"]\n'
     )
-    hook_cert = ensure_self_signed(work / "sink-tls")
-    env = {
-        **os.environ,
+    return config
+
+
+def relay_env(config: Path, data: Path, database_url: str, hook_ca: Path) -> dict[str, str]:
+    """Relay's settings for the bench: webhooks to a loopback sink, no limit in the way."""
+    return {
         "RELAY_CONFIG": str(config),
         "RELAY_DATA_DIR": str(data),
         "RELAY_DATABASE_URL": database_url,
         "RELAY_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.0/8",
-        "RELAY_WEBHOOK_CA_BUNDLE": str(hook_cert.cert),
+        "RELAY_WEBHOOK_CA_BUNDLE": str(hook_ca),
         "RELAY_PUMPING_GUARD": "off",
         "RELAY_DAILY_SMS_CAP": "100000000",
         "RELAY_NUMBER_VERIFICATIONS_PER_HOUR": "100000",
         "RELAY_RATE_LIMIT": "100000",
         "RELAY_RATE_LIMIT_BURST": "100000",
         "RELAY_LOG_LEVEL": "warning",
+    }
+
+
+def relay_side(args: argparse.Namespace, work: Path, peer_port: int) -> Outcome:
+    data = work / "relay"
+    data.mkdir(parents=True, exist_ok=True)
+    database_url = PG_URL if args.db == "pg" else f"sqlite:///{data / 'relay.sqlite3'}"
+    if args.db == "pg":
+        recreate_pg(database_url)
+    hook_cert = ensure_self_signed(work / "sink-tls")
+    config = write_config(work, peer_port, binds=args.binds, window=args.window)
+    env = {
+        **os.environ,
+        **relay_env(config, data, database_url, hook_cert.cert),
     }
     key = prepare(env)
     with sink(hook_cert) as hook_url, relay_serving(env, data, args.workers) as url:
