@@ -47,12 +47,19 @@ _RESTRICT_KEY = Sql(
 # The one read of every request, by the key's unique hash. The raw key never reaches SQL:
 # it is found by its SHA-256, so timing reveals nothing about how much of a guess matched.
 # Revoked and expired keys are read too, so that their refusal can be noted.
-_FIND_KEY = Sql(
-    "SELECT k.id, k.account_id, k.livemode, k.revoked_at, k.expires_at, k.networks,"
-    " a.brand, a.webotp_domain, a.allowed_countries"
-    " FROM api_keys k JOIN accounts a ON a.id = k.account_id"
-    " WHERE k.key_hash = :hash"
+# The columns are named apart so that a route's own first statement can read them with
+# its rows (`verifications.check_store`: a check authenticates in its read).
+FOUND_KEY_COLUMNS = (
+    "k.id AS key_id, k.account_id AS key_account_id, k.livemode AS key_livemode,"
+    " k.revoked_at AS key_revoked_at, k.expires_at AS key_expires_at,"
+    " k.networks AS key_networks, ka.brand AS account_brand,"
+    " ka.webotp_domain AS account_webotp_domain,"
+    " ka.allowed_countries AS account_allowed_countries"
 )
+KEY_AND_ACCOUNT = "api_keys k JOIN accounts ka ON ka.id = k.account_id"
+# Neither revoked nor past its roll at `:now` (`access.refusal` decides, this only narrows).
+KEY_UNREVOKED = "k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > :now)"
+_FIND_KEY = Sql(f"SELECT {FOUND_KEY_COLUMNS} FROM {KEY_AND_ACCOUNT} WHERE k.key_hash = :hash")
 _NOTE_USE = Sql("UPDATE api_keys SET last_used_at = :now WHERE id = :id")
 _NOTE_REFUSAL = Sql(
     "UPDATE api_keys SET last_refused_at = :now, last_refused_reason = :reason WHERE id = :id"
@@ -150,22 +157,25 @@ async def restrict_key(
 
 async def find_key(tx: Tx, key_hash: str) -> FoundKey | None:
     row = await tx.fetchrow(_FIND_KEY, {"hash": key_hash})
-    if row is None:
-        return None
-    allowed = document(row["allowed_countries"])
+    return None if row is None else found_key(row)
+
+
+def found_key(row: Row) -> FoundKey:
+    """The key of a row read with FOUND_KEY_COLUMNS."""
+    allowed = document(row["account_allowed_countries"])
     caller = Caller(
-        account_id=row["account_id"],
-        brand=row["brand"],
-        webotp_domain=row["webotp_domain"],
-        livemode=flag(row["livemode"]),
-        key_id=row["id"],
+        account_id=row["key_account_id"],
+        brand=row["account_brand"],
+        webotp_domain=row["account_webotp_domain"],
+        livemode=flag(row["key_livemode"]),
+        key_id=row["key_id"],
         allowed_countries=None if allowed is None else frozenset(allowed),
     )
     return FoundKey(
         caller=caller,
-        revoked_at=moment_or_none(row["revoked_at"]),
-        expires_at=moment_or_none(row["expires_at"]),
-        networks=_networks(row["networks"]),
+        revoked_at=moment_or_none(row["key_revoked_at"]),
+        expires_at=moment_or_none(row["key_expires_at"]),
+        networks=_networks(row["key_networks"]),
     )
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from relay.accounts import key_store, store
 from relay.accounts.access import (
     DEFAULT_OVERLAP,
+    FoundKey,
     IpAddress,
+    PresentedKey,
     check_overlap,
     refusal,
     stored_networks,
@@ -32,6 +35,8 @@ from relay.db.driver import Db
 from relay.db.sql import Tx
 from relay.errors import AuthenticationFailed, InvalidRequest, RelayError, ResourceMissing
 from relay.ids import new_id
+
+T = TypeVar("T")
 
 
 class KeyLimitReached(InvalidRequest):
@@ -150,12 +155,24 @@ class AccountService:
     async def authenticate(self, raw_key: str | None, client: IpAddress | None = None) -> Caller:
         """The caller, from the one lookup of every request; `client` is the request's
         address (the TCP peer, or what a trusted proxy says)."""
-        # One answer for every failure, so probing reveals nothing about which keys exist.
-        if raw_key is None or key_mode(raw_key) is None:
-            raise AuthenticationFailed()
-        key_hash = hash_api_key(raw_key)
+        key_hash = _presented_hash(raw_key)
         # One statement, outside any transaction: this runs on every request.
         found = await self._db.read(lambda tx: key_store.find_key(tx, key_hash))
+        return await self._accepted(found, client)
+
+    async def authenticate_reading(
+        self, key: PresentedKey, read: Callable[[Tx, str], Awaitable[tuple[FoundKey | None, T]]]
+    ) -> tuple[Caller, T]:
+        """The caller, and what `read` found for it: `read` looks the key up by its hash
+        (`key_store.FOUND_KEY_COLUMNS`) and, in the same statement, what the request
+        needs of the key's scope. That is handed on only once the key is accepted, by
+        the same rules and with the same notes as `authenticate`."""
+        key_hash = _presented_hash(key.raw)
+        found, extra = await self._db.read(lambda tx: read(tx, key_hash))
+        return await self._accepted(found, key.client), extra
+
+    async def _accepted(self, found: FoundKey | None, client: IpAddress | None) -> Caller:
+        # One answer for every failure, so probing reveals nothing about which keys exist.
         if found is None:
             raise AuthenticationFailed()
         now = self._clock.now()
@@ -188,6 +205,13 @@ class AccountService:
 
         await self._db.write(work)
         return secret, ends
+
+
+def _presented_hash(raw_key: str | None) -> str:
+    """The hash a key is found by; a missing or malformed key is refused before any SQL."""
+    if raw_key is None or key_mode(raw_key) is None:
+        raise AuthenticationFailed()
+    return hash_api_key(raw_key)
 
 
 async def _insert_key(
