@@ -55,15 +55,16 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
     wake = asyncio.Event()
     db.listen("events", wake.set)
     delivery = build_delivery(settings, db, clock, keyring)
+    accounts = AccountService(db, keyring, clock)
     return Services(
         settings=settings,
         db=db,
         clock=clock,
         keyring=keyring,
         sandbox=delivery.carriers.sandbox,
-        accounts=AccountService(db, keyring, clock),
+        accounts=accounts,
         verifications=VerificationService(
-            db, keyring, clock, delivery=delivery, limits=limits, abuse=abuse
+            db, keyring, clock, delivery=delivery, limits=limits, accounts=accounts, abuse=abuse
         ),
         messages=MessageService(
             db,

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from relay.accounts.access import PresentedKey
 from relay.accounts.models import Caller
 from relay.services import Services, build_services
 from relay.verifications.service import CreateRequest
@@ -35,6 +36,10 @@ APPROVING_CHECK_LIMIT = 4
 WRONG_CHECK_LIMIT = 3
 # PostgreSQL counts it and its counter in one statement, committed alone (no writer).
 WRONG_CHECK_LIMIT_POSTGRES = 2
+# A check over HTTP looks its key up too: on PostgreSQL in the read (the key with the
+# verification, then the statement); SQLite looks it up first, then as above.
+WRONG_CHECK_WITH_KEY_LIMIT_POSTGRES = 2
+WRONG_CHECK_WITH_KEY_LIMIT = 1 + WRONG_CHECK_LIMIT
 RETRIEVE_LIMIT = 1  # the verification joined to its attempts
 
 
@@ -126,6 +131,32 @@ async def test_a_wrong_code_runs_a_bounded_number_of_statements(services: Servic
         assert commits == [0]
     else:
         assert len(statements) <= WRONG_CHECK_LIMIT, statements
+
+
+@pytest.mark.asyncio
+async def test_a_wrong_code_with_its_key_runs_two_statements_on_postgresql(
+    services: Services,
+) -> None:
+    account = await services.accounts.create_account("Acme")
+    who = await services.accounts.authenticate(account.test_key)  # notes its use: not counted
+    created = await services.verifications.create(who, request("+14155550105"))
+    admitted: list[Caller] = []
+
+    async def admit(caller: Caller) -> None:
+        admitted.append(caller)
+
+    key = PresentedKey(account.test_key, None)
+    with counted(services) as statements, committed(services) as commits:
+        checked = await services.verifications.check_with_key(
+            key, admit, code="123456", verification_id=created.id
+        )
+    assert checked.checks == 1
+    assert admitted == [who]
+    if services.db.dialect == "postgresql":
+        assert len(statements) <= WRONG_CHECK_WITH_KEY_LIMIT_POSTGRES, statements
+        assert commits == [0]
+    else:
+        assert len(statements) <= WRONG_CHECK_WITH_KEY_LIMIT, statements
 
 
 @pytest.mark.asyncio

@@ -12,6 +12,7 @@ from relay.db.migrate import upgrade
 from relay.db.sql import Sql
 from relay.delivery import store as delivery_store
 from relay.events import due
+from relay.verifications import check_store
 from relay.verifications import store as verification_store
 
 
@@ -73,7 +74,7 @@ def test_the_abuse_guard_reads_each_window_by_its_full_key_not_the_accounts_coun
 
 
 def test_a_check_reads_its_verification_and_the_numbers_wrong_codes_by_index(url: Path) -> None:
-    for statement in (verification_store._FOR_CHECK_BY_ID, verification_store._FOR_CHECK_BY_NUMBER):
+    for statement in (check_store._FOR_CHECK_BY_ID, check_store._FOR_CHECK_BY_NUMBER):
         found = plan(url, statement)
         assert "kind=? AND subject=? AND bucket>?" in found, found
         assert "SCAN" not in found, found

@@ -88,12 +88,15 @@ _BEFORE_SEND = Sql(
 )
 
 
-def failed_checks_of(number: str) -> str:
+def failed_checks_of(
+    number: str, account: str = ":scope_account", livemode: str = ":scope_livemode"
+) -> str:
     """SQL for the wrong codes `number` (a column) had since `:failed_since`, for a query
-    that reads them with what they are about."""
+    that reads them with what they are about; in the scope of `account` and `livemode`
+    (the request's, or columns of a query that finds its scope as it reads)."""
     return (
         "(SELECT COALESCE(SUM(c.failed_checks), 0) FROM abuse_counters c"
-        f" WHERE c.account_id = :scope_account AND c.livemode = :scope_livemode"
+        f" WHERE c.account_id = {account} AND c.livemode = {livemode}"
         f" AND c.kind = '{Kind.NUMBER.value}' AND c.subject = {number}"
         " AND c.bucket >= :failed_since)"
     )

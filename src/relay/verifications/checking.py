@@ -6,7 +6,9 @@ import dataclasses
 from datetime import datetime
 
 from relay.abuse.service import AbuseGuard
+from relay.accounts.access import Admit, PresentedKey
 from relay.accounts.models import Caller, Scope
+from relay.accounts.service import AccountService
 from relay.clock import Clock
 from relay.crypto import Keyring
 from relay.db.driver import Db
@@ -16,7 +18,8 @@ from relay.events.models import EventType
 from relay.idempotency import claims
 from relay.idempotency.claims import Pending
 from relay.metrics import observe
-from relay.verifications import events, store
+from relay.verifications import check_store, events, store
+from relay.verifications.check_store import CheckMaterial
 from relay.verifications.models import (
     Status,
     Verification,
@@ -28,11 +31,14 @@ from relay.verifications.models import (
 
 
 class Checks:
-    def __init__(self, db: Db, keyring: Keyring, clock: Clock, abuse: AbuseGuard) -> None:
+    def __init__(
+        self, db: Db, keyring: Keyring, clock: Clock, abuse: AbuseGuard, accounts: AccountService
+    ) -> None:
         self._db = db
         self._keyring = keyring
         self._clock = clock
         self._abuse = abuse
+        self._accounts = accounts
 
     async def check(
         self,
@@ -43,8 +49,7 @@ class Checks:
         to: str | None = None,
     ) -> Verification:
         now = self._clock.now()
-        claim = claims.pending()
-        found: store.CheckMaterial | None = None
+        found: CheckMaterial | None = None
         if self._db.autocommits:
             # Read before the write, not in it: the read locks nothing, so under READ
             # COMMITTED it sees in the write's transaction what it sees here, and every
@@ -53,13 +58,60 @@ class Checks:
             found = await self._db.read(
                 lambda tx: self._material(tx, caller, verification_id, to, now)
             )
-            if claim is None and not self._correct(caller, code, found):
-                counted = await self._wrong_code(caller.scope, found, now)
-                if counted is not None:
-                    return counted
-        given = found
+        return await self._decide(caller, code, verification_id, to, now, found)
+
+    async def check_with_key(
+        self,
+        key: PresentedKey,
+        admit: Admit,
+        *,
+        code: str,
+        verification_id: str | None = None,
+        to: str | None = None,
+    ) -> Verification:
+        """`check` for a request not yet authenticated: on PostgreSQL the key is looked up
+        in the check's read (one round trip fewer), then `admit`ted, then the check goes
+        on as `check`. SQLite reads its material inside the write's unit: there the key
+        is looked up first, as for any request."""
+        if not self._db.autocommits:
+            caller = await self._accounts.authenticate(key.raw, key.client)
+            await admit(caller)
+            return await self.check(caller, code=code, verification_id=verification_id, to=to)
+        now = self._clock.now()
+        failed_since = self._abuse.failed_checks_since(now)
+        caller, found = await self._accounts.authenticate_reading(
+            key,
+            lambda tx, key_hash: check_store.keyed_check_material(
+                tx,
+                key_hash,
+                verification_id=verification_id,
+                to=None if verification_id else to,
+                failed_since=failed_since,
+                now=now,
+            ),
+        )
+        await admit(caller)
+        return await self._decide(
+            caller, code, verification_id, to, now, _required(found, verification_id)
+        )
+
+    async def _decide(
+        self,
+        caller: Caller,
+        code: str,
+        verification_id: str | None,
+        to: str | None,
+        now: datetime,
+        found: CheckMaterial | None,
+    ) -> Verification:
+        """The check, its material read already on PostgreSQL (`found`), not on SQLite."""
+        claim = claims.pending()
+        if found is not None and claim is None and not self._correct(caller, code, found):
+            counted = await self._wrong_code(caller.scope, found, now)
+            if counted is not None:
+                return counted
         verification, error = await self._db.write(
-            lambda tx: self._check(tx, caller, code, verification_id, to, now, claim, given)
+            lambda tx: self._check(tx, caller, code, verification_id, to, now, claim, found)
         )
         if error is not None:
             raise error
@@ -72,25 +124,22 @@ class Checks:
         verification_id: str | None,
         to: str | None,
         now: datetime,
-    ) -> store.CheckMaterial:
-        found = await store.check_material(
+    ) -> CheckMaterial:
+        found = await check_store.check_material(
             tx,
             caller.scope,
             verification_id=verification_id,
             to=None if verification_id else to,
             failed_since=self._abuse.failed_checks_since(now),
         )
-        if found is None:
-            param = "id" if verification_id else "to"
-            raise ResourceMissing("No pending verification matches.", param=param)
-        return found
+        return _required(found, verification_id)
 
-    def _correct(self, caller: Caller, code: str, found: store.CheckMaterial) -> bool:
+    def _correct(self, caller: Caller, code: str, found: CheckMaterial) -> bool:
         matches = self._keyring.code_matches(found.verification.id, code, found.code_mac)
         return check_is_correct(submitted=code, livemode=caller.livemode, matches=matches)
 
     async def _wrong_code(
-        self, scope: Scope, found: store.CheckMaterial, now: datetime
+        self, scope: Scope, found: CheckMaterial, now: datetime
     ) -> Verification | None:
         """A wrong code that, as read, neither closes the verification nor meets the guard's
         cap: no event, no refusal, so one statement on PostgreSQL. None: it was not
@@ -123,7 +172,7 @@ class Checks:
         to: str | None,
         now: datetime,
         claim: Pending | None,
-        found: store.CheckMaterial | None,
+        found: CheckMaterial | None,
     ) -> tuple[Verification, RelayError | None]:
         """The whole check, in one unit; `found`: its read, if it was made before."""
         scope = caller.scope
@@ -200,3 +249,10 @@ class Checks:
             # Closed by a concurrent check or cancel since it was read.
             current = await store.require(tx, scope, current.id)
         return current, closed_error(current.status_at(now))
+
+
+def _required(found: CheckMaterial | None, verification_id: str | None) -> CheckMaterial:
+    if found is None:
+        param = "id" if verification_id else "to"
+        raise ResourceMissing("No pending verification matches.", param=param)
+    return found

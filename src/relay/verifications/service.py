@@ -9,7 +9,9 @@ from datetime import datetime, timedelta
 from relay.abuse.models import Rules
 from relay.abuse.service import AbuseGuard
 from relay.abuse.store import SendContext
+from relay.accounts.access import Admit, PresentedKey
 from relay.accounts.models import Caller, Scope
+from relay.accounts.service import AccountService
 from relay.clock import Clock
 from relay.crypto import Keyring, generate_code
 from relay.db.driver import Db
@@ -90,6 +92,7 @@ class VerificationService:
         *,
         delivery: Delivery,
         limits: Limits,
+        accounts: AccountService,
         abuse: AbuseGuard | None = None,
     ) -> None:
         self._abuse = abuse or AbuseGuard(Rules())
@@ -98,7 +101,7 @@ class VerificationService:
         self._clock = clock
         self._delivery = delivery
         self._limits = limits
-        self._checks = Checks(db, keyring, clock, self._abuse)
+        self._checks = Checks(db, keyring, clock, self._abuse, accounts)
 
     async def create(self, caller: Caller, request: CreateRequest) -> Verification:
         destination, route = self._delivery.destination(caller, request.to)
@@ -258,6 +261,20 @@ class VerificationService:
         to: str | None = None,
     ) -> Verification:
         return await self._checks.check(caller, code=code, verification_id=verification_id, to=to)
+
+    async def check_with_key(
+        self,
+        key: PresentedKey,
+        admit: Admit,
+        *,
+        code: str,
+        verification_id: str | None = None,
+        to: str | None = None,
+    ) -> Verification:
+        """`check`, authenticating as it reads (`Checks.check_with_key`)."""
+        return await self._checks.check_with_key(
+            key, admit, code=code, verification_id=verification_id, to=to
+        )
 
     async def cancel(self, caller: Caller, verification_id: str) -> Verification:
         now = self._clock.now()

@@ -11,18 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from relay.abuse.store import (
-    add_failed_check,
-    failed_check_bucket,
-    failed_check_from,
-    failed_checks_of,
-)
+from relay.abuse.store import add_failed_check, failed_check_bucket, failed_check_from
 from relay.accounts.models import Scope
 from relay.db.sql import Row, Sql, Tx, document, flag, moment, moment_or_none
 from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS, joined_attempts
 from relay.delivery.owners import Sendable
 from relay.errors import ResourceMissing
-from relay.phone import Destination
 from relay.verifications.models import (
     CHECK_LIMIT,
     Attempt,
@@ -103,23 +97,6 @@ _LOAD = Sql(
 # Without a scope: the delivery layer's load, once per event it records.
 _LOAD_ANY = Sql(_WITH_ATTEMPTS.format(where="v.id = :verification_id"))
 _LOAD_SECRETS = Sql(f"SELECT code_mac, sealed_code FROM verifications WHERE {_THIS}")
-# A check's one read: the verification with its attempts, its code's MAC, and the
-# wrong codes its number had within the guard's window (the guard reads the
-# buckets themselves only when that total reaches its cap).
-_FOR_CHECK = (
-    f"SELECT {PUBLIC_OF_V}, v.code_mac, {failed_checks_of('v.to_number')} AS failed_checks,"
-    f" {JOINED_ATTEMPT_COLUMNS} FROM verifications v"
-    " LEFT OUTER JOIN attempts a ON a.verification_id = v.id"
-    " WHERE v.account_id = :scope_account AND v.livemode = :scope_livemode AND v.id = {id}"
-    " ORDER BY a.id"
-)
-_FOR_CHECK_BY_ID = Sql(_FOR_CHECK.format(id=":verification_id"))
-_FOR_CHECK_BY_NUMBER = Sql(
-    _FOR_CHECK.format(
-        id="(SELECT id FROM verifications WHERE account_id = :scope_account"
-        " AND livemode = :scope_livemode AND to_number = :to AND status = 'pending')"
-    )
-)
 _INSERT_VERIFICATION = Sql(
     "INSERT INTO verifications (id, account_id, livemode, to_number, country, sender, locale,"
     " code_length, code_mac, sealed_code, status, checks, sends, metadata, webhook_url,"
@@ -196,7 +173,7 @@ def _this(scope: Scope, verification_id: str, **extra: Any) -> dict[str, Any]:
 
 
 async def load(tx: Tx, scope: Scope, verification_id: str) -> Verification | None:
-    return _joined(await tx.fetch(_LOAD, _this(scope, verification_id)))
+    return joined(await tx.fetch(_LOAD, _this(scope, verification_id)))
 
 
 async def require(tx: Tx, scope: Scope, verification_id: str) -> Verification:
@@ -207,7 +184,7 @@ async def require(tx: Tx, scope: Scope, verification_id: str) -> Verification:
     return found
 
 
-def _joined(rows: list[Row]) -> Verification | None:
+def joined(rows: list[Row]) -> Verification | None:
     if not rows:
         return None
     first = rows[0]
@@ -222,41 +199,6 @@ async def load_secrets(
         return None
     sealed = row["sealed_code"]
     return bytes(row["code_mac"]), None if sealed is None else bytes(sealed)
-
-
-@dataclass(frozen=True)
-class CheckMaterial:
-    """What a check needs, in one read: the verification, its code's MAC, and the wrong
-    codes its number had since the guard's window began."""
-
-    verification: Verification
-    code_mac: bytes
-    failed_checks: int
-
-    @property
-    def destination(self) -> Destination:
-        return Destination(e164=self.verification.to, country=self.verification.country)
-
-
-async def check_material(
-    tx: Tx,
-    scope: Scope,
-    *,
-    verification_id: str | None,
-    to: str | None,
-    failed_since: datetime,
-) -> CheckMaterial | None:
-    """By id, or the number's pending verification."""
-    params = {**scope.params(), "failed_since": failed_since}
-    if verification_id is not None:
-        rows = await tx.fetch(_FOR_CHECK_BY_ID, {**params, "verification_id": verification_id})
-    else:
-        rows = await tx.fetch(_FOR_CHECK_BY_NUMBER, {**params, "to": to})
-    verification = _joined(rows)
-    if verification is None:
-        return None
-    first = rows[0]
-    return CheckMaterial(verification, bytes(first["code_mac"]), int(first["failed_checks"]))
 
 
 async def insert_verification(
@@ -355,7 +297,7 @@ async def expire_one(tx: Tx, scope: Scope, verification_id: str, *, now: datetim
 
 async def load_any(tx: Tx, verification_id: str) -> Verification | None:
     """Load without an account scope: for background work only, never for requests."""
-    return _joined(await tx.fetch(_LOAD_ANY, {"verification_id": verification_id}))
+    return joined(await tx.fetch(_LOAD_ANY, {"verification_id": verification_id}))
 
 
 _SENDABLE = Sql(
