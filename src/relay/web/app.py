@@ -76,7 +76,8 @@ def create_app(services: Services, *, background: bool = True) -> Starlette:
     # Added innermost first: Edge (HTTPS, body cap) → per-key rate limit → idempotency
     # → the router.
     app.add_middleware(IdempotencyMiddleware, services=services)
-    app.add_middleware(RateLimitMiddleware, services=services)
+    reads_key = frozenset((op.method, op.path) for op in API if op.reads_key)
+    app.add_middleware(RateLimitMiddleware, services=services, deferred=reads_key)
     app.add_middleware(
         EdgeMiddleware,
         trusted_proxies=services.settings.trusted_proxies,
