@@ -114,7 +114,7 @@ class VerificationService:
             )
             if self._opens_at_once(caller.scope, destination, seen, now):
                 sent = await self._create_folded(caller, request, destination, route, now)
-                # Not written: what was read has changed since (see `_create_folded`).
+                # If nothing was written, what was read has changed since: read it again.
                 seen = None
         if sent is None:
             given = seen
