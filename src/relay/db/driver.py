@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from relay.db import postgres
+from relay.db.folding import Gate
 from relay.db.group_commit import MAX_BATCH, T, Unit
 from relay.db.postgres import PostgresDb
 from relay.db.sql import Dialect, Trace
@@ -28,6 +29,12 @@ class Db(Protocol):
     async def write_alone(self, unit: Unit[T]) -> T:
         """A unit whose writes are one statement: PostgreSQL commits it on its own, outside
         the writers; SQLite runs it in the writer's next batch."""
+        ...
+
+    async def write_folded(self, unit: Unit[T], when: Gate) -> T | None:
+        """A unit that only inserts (`relay.db.folding`), its writes made if `when` opens, and
+        its value then (None if not): PostgreSQL makes them one statement, committed on its
+        own outside the writers; SQLite runs the gate and the unit in the writer's next batch."""
         ...
 
     async def read(self, unit: Unit[T]) -> T: ...

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from relay.db.folding import Gate
 from relay.db.sql import MustRetry, Notices, Tx
 
 T = TypeVar("T")
@@ -240,6 +241,17 @@ class Batched:
         """A unit that writes with one statement on this database, which is atomic on its
         own; where the database cannot make it one statement, a unit like any other."""
         return await self._group.run(unit)
+
+    async def write_folded(self, unit: Unit[T], when: Gate) -> T | None:
+        """A unit that only inserts, run if `when` opens (None if not). PostgreSQL makes it one
+        statement (`relay.db.folding`); here it is a unit like any other, the gate its read."""
+
+        async def gated(tx: Tx) -> T | None:
+            if await tx.fetchrow(when.sql, when.params) is None:
+                return None
+            return await unit(tx)
+
+        return await self._group.run(gated)
 
     def listen(self, channel: str, callback: Callable[[], None]) -> None:
         self._group.listen(channel, callback)

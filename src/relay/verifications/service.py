@@ -107,15 +107,31 @@ class VerificationService:
         destination, route = self._delivery.destination(caller, request.to)
         now = self._clock.now()
         claim = claims.pending()
-        try:
-            sent = await self._db.write(
-                lambda tx: self._create(tx, caller, request, destination, route, now, claim)
+        sent: _Sent | RateLimitError | None = None
+        seen: SendContext | None = None
+        if self._db.autocommits and claim is None and not caller.livemode:
+            # Read before the write, not in it, as a check does: the read locks nothing,
+            # so under READ COMMITTED the write's transaction would see the same.
+            seen = await self._db.read(
+                lambda tx: self._abuse.look(tx, caller.scope, destination, now=now)
             )
-        except IntegrityViolation:
-            # Another request opened a verification for this number first: this one is a resend.
-            sent = await self._db.write(
-                lambda tx: self._create(tx, caller, request, destination, route, now, claim)
-            )
+            if self._opens_at_once(caller.scope, destination, seen, now):
+                sent = await self._create_folded(caller, request, destination, route, now)
+                # If nothing was written, what was read has changed since: read it again.
+                seen = None
+        if sent is None:
+            given = seen
+            try:
+                sent = await self._db.write(
+                    lambda tx: self._create(
+                        tx, caller, request, destination, route, now, claim, given
+                    )
+                )
+            except IntegrityViolation:
+                # Another request opened a verification for this number first: a resend.
+                sent = await self._db.write(
+                    lambda tx: self._create(tx, caller, request, destination, route, now, claim)
+                )
         if isinstance(sent, RateLimitError):
             raise sent
         # This process sends: answer once the carrier has taken (or refused) the SMS.
@@ -133,9 +149,12 @@ class VerificationService:
         route: tuple[str, ...],
         now: datetime,
         claim: Pending | None,
+        seen: SendContext | None = None,
     ) -> _Sent | RateLimitError:
+        """The whole create, in one unit; `seen`: its read, if it was made before."""
         scope = caller.scope
-        seen = await self._abuse.look(tx, scope, destination, now=now)
+        if seen is None:
+            seen = await self._abuse.look(tx, scope, destination, now=now)
         existing = await self._pending(tx, scope, seen, now)
         verification_id = existing or new_id("ver")
         if claim is not None:
@@ -153,10 +172,53 @@ class VerificationService:
             opened = await self._open(tx, caller, request, destination, now, verification_id)
         else:
             opened = await self._resend(tx, scope, existing, now)
+        return await self._send_counted(tx, caller, opened, destination, route, now)
+
+    def _opens_at_once(
+        self, scope: Scope, destination: Destination, seen: SendContext, now: datetime
+    ) -> bool:
+        """A new verification (none pending for the number) whose send no rule refuses, as
+        read: its writes are inserts only, which PostgreSQL makes one statement."""
+        if any(verification.pending for verification in seen.verifications):
+            return False
+        return self._abuse.allows_at_once(scope, destination, seen, now=now)
+
+    async def _create_folded(
+        self,
+        caller: Caller,
+        request: CreateRequest,
+        destination: Destination,
+        route: tuple[str, ...],
+        now: datetime,
+    ) -> _Sent | None:
+        """Open and send as one statement (`Db.write_folded`), which restates what the
+        decision rested on: the guard's gate, and the number's unique pending verification.
+        None: one of them no longer holds, nothing was written, and the whole create decides."""
+        gate = self._abuse.send_gate(caller.scope, destination, now=now)
+
+        async def opened_and_sent(tx: Tx) -> _Sent:
+            opened = await self._open(tx, caller, request, destination, now, new_id("ver"))
+            return await self._send_counted(tx, caller, opened, destination, route, now)
+
+        try:
+            return await self._db.write_folded(opened_and_sent, gate)
+        except IntegrityViolation:
+            # Another request opened a verification for this number first.
+            return None
+
+    async def _send_counted(
+        self,
+        tx: Tx,
+        caller: Caller,
+        opened: _Opened,
+        destination: Destination,
+        route: tuple[str, ...],
+        now: datetime,
+    ) -> _Sent:
         submitted = await self._send(tx, caller, opened, destination, route, now)
         # Last: the account's and the country's counters are rows that every send
         # updates, and on PostgreSQL a row lock is held until commit.
-        await self._abuse.record_send(tx, scope, destination, now=now)
+        await self._abuse.record_send(tx, caller.scope, destination, now=now)
         return _Sent(opened.id, submitted)
 
     async def _pending(self, tx: Tx, scope: Scope, seen: SendContext, now: datetime) -> str | None:
