@@ -172,7 +172,7 @@ class VerificationService:
             opened = await self._open(tx, caller, request, destination, now, verification_id)
         else:
             opened = await self._resend(tx, scope, existing, now)
-        return await self._send_counted(tx, caller, opened, destination, route, now)
+        return await self._send(tx, caller, opened, destination, route, now)
 
     def _opens_at_once(
         self, scope: Scope, destination: Destination, seen: SendContext, now: datetime
@@ -198,28 +198,13 @@ class VerificationService:
 
         async def opened_and_sent(tx: Tx) -> _Sent:
             opened = await self._open(tx, caller, request, destination, now, new_id("ver"))
-            return await self._send_counted(tx, caller, opened, destination, route, now)
+            return await self._send(tx, caller, opened, destination, route, now)
 
         try:
             return await self._db.write_folded(opened_and_sent, gate)
         except IntegrityViolation:
             # Another request opened a verification for this number first.
             return None
-
-    async def _send_counted(
-        self,
-        tx: Tx,
-        caller: Caller,
-        opened: _Opened,
-        destination: Destination,
-        route: tuple[str, ...],
-        now: datetime,
-    ) -> _Sent:
-        submitted = await self._send(tx, caller, opened, destination, route, now)
-        # Last: the account's and the country's counters are rows that every send
-        # updates, and on PostgreSQL a row lock is held until commit.
-        await self._abuse.record_send(tx, caller.scope, destination, now=now)
-        return _Sent(opened.id, submitted)
 
     async def _pending(self, tx: Tx, scope: Scope, seen: SendContext, now: datetime) -> str | None:
         """The number's pending verification, which a create resends, if any."""
@@ -241,7 +226,7 @@ class VerificationService:
         destination: Destination,
         route: tuple[str, ...],
         now: datetime,
-    ) -> Submitted:
+    ) -> _Sent:
         verification = opened.verification
         body = render_sms(
             locale=verification.locale,
@@ -256,9 +241,13 @@ class VerificationService:
             expires_at=verification.expires_at,
         )
         owner = OwnerRef("verification", opened.id)
-        return await self._delivery.send(
+        submitted = await self._delivery.send(
             tx, owner, draft, route, opened=verification, livemode=caller.livemode, now=now
         )
+        # Last: the account's and the country's counters are rows that every send
+        # updates, and on PostgreSQL a row lock is held until commit.
+        await self._abuse.record_send(tx, caller.scope, destination, now=now)
+        return _Sent(opened.id, submitted)
 
     async def _open(
         self,
