@@ -7,6 +7,7 @@ written in the same unit of work that refuses the send, and a raise would roll i
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from datetime import datetime
 
 from relay.abuse import store
@@ -116,15 +117,7 @@ class AbuseGuard:
             return False
         if seen.counters[(Kind.ACCOUNT, "")].sends >= self.rules.daily_sms_cap:
             return False
-        if self.rules.guard is GuardMode.OFF:
-            return True
-        for kind, subject in self._subjects(destination):
-            until = seen.blocked.get((kind, subject))
-            if (until is not None and until > now) or self._spiking(
-                kind, seen.counters[(kind, subject)]
-            ):
-                return False
-        return True
+        return next(self._flags(destination, seen, now), None) is None
 
     def send_gate(self, scope: Scope, destination: Destination, *, now: datetime) -> Gate:
         """What of `allows_at_once` a send's writes restate, as they are made: the daily cap,
@@ -228,19 +221,29 @@ class AbuseGuard:
         seen: store.SendContext,
         now: datetime,
     ) -> RateLimitError | None:
+        for kind, subject, blocked_until in self._flags(destination, seen, now):
+            if blocked_until is not None:
+                return DestinationBlocked(retry_after=seconds_until(blocked_until, now))
+            _log_block(scope, kind, subject, destination, self.rules.guard)
+            if self.rules.guard is GuardMode.ENFORCE:
+                until = now + self.rules.block_for
+                await store.block(tx, scope, kind, subject, until=until, now=now)
+                return DestinationBlocked(retry_after=seconds_until(until, now))
+        return None
+
+    def _flags(
+        self, destination: Destination, seen: store.SendContext, now: datetime
+    ) -> Iterator[tuple[Kind, str, datetime | None]]:
+        """The destination's prefix and country that the guard flags, in order: blocked
+        (with the block's end) or spiking (None); nothing while the guard is off."""
         if self.rules.guard is GuardMode.OFF:
-            return None
+            return
         for kind, subject in self._subjects(destination):
             until = seen.blocked.get((kind, subject))
             if until is not None and until > now:
-                return DestinationBlocked(retry_after=seconds_until(until, now))
-            if self._spiking(kind, seen.counters[(kind, subject)]):
-                _log_block(scope, kind, subject, destination, self.rules.guard)
-                if self.rules.guard is GuardMode.ENFORCE:
-                    until = now + self.rules.block_for
-                    await store.block(tx, scope, kind, subject, until=until, now=now)
-                    return DestinationBlocked(retry_after=seconds_until(until, now))
-        return None
+                yield kind, subject, until
+            elif self._spiking(kind, seen.counters[(kind, subject)]):
+                yield kind, subject, None
 
     def _spiking(self, kind: Kind, totals: Totals) -> bool:
         min_sends = (

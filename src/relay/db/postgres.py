@@ -263,25 +263,17 @@ class PostgresDb(Batched):
         raise AssertionError("unreachable")
 
     async def write_folded(self, unit: Unit[T], when: Gate) -> T | None:
-        """The unit's inserts as one statement under its gate (`relay.db.folding`), in
-        autocommit on a reader connection: no BEGIN nor COMMIT, no writer held. The unit
+        """The unit's inserts as one statement under its gate (`relay.db.folding`), run
+        alone (`write_alone`): autocommit on a reader connection, no writer held. The unit
         reads nothing, so a deadlock victim runs the same statement again."""
         folding = FoldingTx(self.dialect)
         value = await unit(folding)
         statement, params = fold(when, folding.parts)
-        for tries_left in reversed(range(RETRIES)):
-            try:
-                async with self._acquired() as connection:
-                    row = await PostgresTx(connection, self._trace).fetchrow(statement, params)
-            except MustRetry:
-                if not tries_left:
-                    raise
-            else:
-                if row is None or not row["written"]:
-                    return None
-                self._group.announce(folding.take_notified())
-                return value
-        raise AssertionError("unreachable")
+        row = await self.write_alone(lambda tx: tx.fetchrow(statement, params))
+        if row is None or not row["written"]:
+            return None
+        self._group.announce(folding.take_notified())
+        return value
 
     async def snapshot(self, unit: Unit[T]) -> T:
         async with (
