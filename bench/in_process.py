@@ -7,7 +7,7 @@ carriers) over a fresh SQLite database, or PostgreSQL with `--db pg`, and calls
 it with `--concurrency` requests in flight. Reports, per call: wall time, CPU
 time of this process, and SQL statements sent (counted at the driver).
 
-With `--floor` (SQLite), the reference floor (`../shared/bench/reference/app.py`)
+With `--floor` (SQLite), the reference floor (`bench/reference/app.py`)
 is called in-process the same way as Relay, and its SQL is timed alone too.
 (What Relay's own data layer costs alone: `bench/group_commit.py`.)
 
@@ -49,7 +49,7 @@ PG_URL = os.environ.get(
     "RELAY_BENCH_INPROCESS_PG", "postgresql://127.0.0.1:5432/relay_bench_inprocess"
 )
 CODE_KEY = "bench-code-key-0123456789-0123456789-abcdef"
-REFERENCE = ROOT.parent / "shared" / "bench" / "reference"
+REFERENCE = ROOT / "bench" / "reference"
 
 App = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 

@@ -1,6 +1,6 @@
 """Throughput and latency over HTTPS: Relay beside the reference floor, in the same run.
 
-Starts `../shared/bench/reference/app.py`, then `relay serve`, one after the
+Starts `bench/reference/app.py`, then `relay serve`, one after the
 other, with the same server (uvicorn), the same TLS certificate, the same
 database kind and the same number of processes (SQLite: 1; PostgreSQL: 2, with
 `relay serve --workers 2` and `uvicorn --workers 2`). wrk (Debian package `wrk`)
@@ -65,7 +65,7 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT.parent / "shared" / "bench" / "reference"
+REFERENCE = ROOT / "bench" / "reference"
 PG_URL = os.environ.get("RELAY_BENCH_PG", "postgresql://127.0.0.1:5432/relay_bench_http")
 # A wrong code leaves a verification pending for four checks; the fifth closes it.
 CHECKS_PER_ID = 4

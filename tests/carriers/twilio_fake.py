@@ -1,9 +1,10 @@
 """A local Twilio that holds Relay to Twilio's published contract.
 
 The request and response shapes come from Twilio's own OpenAPI description,
-`shared/vendor-specs/twilio_api_v2010.json`, not from our reading of it: the
-fake refuses any parameter the `CreateMessage` requestBody does not declare
-(real Twilio ignores them silently, which would hide a typo), and checks its
+`tests/carriers/vendor/twilio/twilio_api_v2010.json` (vendored; see its README),
+not from our reading of it: the fake refuses any parameter the `CreateMessage`
+requestBody does not declare (real Twilio ignores them silently, which would
+hide a typo), and checks its
 own answers against `api.v2010.account.message`.
 
 That document does not describe error bodies for Messages nor the status
@@ -43,9 +44,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-SPEC_PATH = (
-    Path(__file__).resolve().parents[3] / "shared" / "vendor-specs" / "twilio_api_v2010.json"
-)
+SPEC_PATH = Path(__file__).resolve().parent / "vendor" / "twilio" / "twilio_api_v2010.json"
 MESSAGES_PATH = "/2010-04-01/Accounts/{AccountSid}/Messages.json"
 # The one error body the document spells out (Recordings, 408); Twilio uses it everywhere.
 ERROR_BODY_PATH = "/2010-04-01/Accounts/{AccountSid}/Calls/{CallSid}/Recordings/{Sid}.json"
