@@ -1,4 +1,7 @@
-"""Every comparison in one run: `make bench` prints one table and writes bench/results/latest.json.
+"""Every comparison in one run: `make bench` prints one table and keeps its figures as data.
+
+It writes bench/results/latest.json and appends the same figures as one line
+to bench/results/history.jsonl.
 
 In order, each against its floor in the same run:
 
@@ -14,10 +17,18 @@ In order, each against its floor in the same run:
 A part that fails is reported in the table and the JSON (`errors`); the others
 still run, and the command exits non-zero at the end.
 
+history.jsonl is committed: one line per run, with the commit measured
+(`-dirty` if tracked files differed from it), the UTC date, the cores and load
+average at the start (bench/trend.py prints it as a table). A smoke run's
+figures mean nothing and are never appended; `--no-history` leaves out an
+exploratory run too. latest.json (and smoke.json) are the last run's, not
+committed.
+
 Usage:
   .venv/bin/python bench/run_all.py             # about 10 minutes on 2 cores
   .venv/bin/python bench/run_all.py --smoke     # a few seconds each, for CI
   .venv/bin/python bench/run_all.py --only webhooks,send   # some parts only
+  .venv/bin/python bench/trend.py               # every run so far, one row each
 PostgreSQL databases (created when missing): relay_bench_http, and
 relay_bench_smpp and relay_bench_webhooks (dropped and created by their scripts).
 """
@@ -27,8 +38,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import subprocess
 import sys
 import time
 import traceback
@@ -40,7 +49,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import smpp_bench, verify_bench, webhook_bench  # noqa: E402
+from bench import smpp_bench, trend, verify_bench, webhook_bench  # noqa: E402
 from bench.kannel_reference import run_kannel  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -136,10 +145,7 @@ def ensure_database(url: str) -> None:
 
 
 def machine() -> dict[str, Any]:
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
-    return {"cores": os.cpu_count(), "load_at_start": os.getloadavg(), "commit": commit}
+    return {**trend.machine(), "commit": trend.commit_of(ROOT)}
 
 
 def main() -> None:
@@ -148,6 +154,9 @@ def main() -> None:
     parser.add_argument("--only", help=f"comma-separated parts of: {','.join(PARTS)}")
     parser.add_argument(
         "--output", type=Path, help="default bench/results/latest.json (smoke.json)"
+    )
+    parser.add_argument(
+        "--no-history", action="store_true", help="do not append to bench/results/history.jsonl"
     )
     args = parser.parse_args()
     parts = args.only.split(",") if args.only else list(PARTS)
@@ -164,6 +173,7 @@ def main() -> None:
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "smoke": args.smoke,
         "machine": machine(),
+        "parts": parts,
     }
     errors: dict[str, str] = {}
     seconds: dict[str, float] = {}
@@ -184,6 +194,9 @@ def main() -> None:
     output.write_text(json.dumps(results, indent=2) + "\n")
     table(results)
     print(f"\nwritten: {output.relative_to(ROOT) if output.is_relative_to(ROOT) else output}")
+    if not args.smoke and not args.no_history:
+        trend.append(trend.HISTORY, trend.record(results))
+        print(f"appended: {trend.HISTORY.relative_to(ROOT)} (bench/trend.py shows it)")
     if errors:
         raise SystemExit(f"failed: {', '.join(errors)}")
 
