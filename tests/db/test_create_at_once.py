@@ -1,6 +1,6 @@
 """A create that opens a verification under a test key, without an Idempotency-Key, which no
 rule refuses as read, writes on PostgreSQL with one statement after its read; anything else
-runs the whole create in a transaction, as before. Both write the same rows, on either
+runs the whole create in a transaction, as SQLite always does. Both write the same rows, on either
 database."""
 
 from __future__ import annotations

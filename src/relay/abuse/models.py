@@ -6,7 +6,7 @@ enough old sends leave the window for the next request to pass. The
 account's counter, read over a day by every send for the daily cap, lives
 in hourly buckets: a day of five-minute buckets is 288 rows (times their
 shards) to add up on each send, and that cost would grow with the traffic
-of the day before (docs/decisions.md, "Counter windows of bounded size").
+of the day before (docs/decisions/0007-abuse-counters-of-bounded-size.md).
 """
 
 from __future__ import annotations

@@ -318,7 +318,7 @@ async def bump_many(
 
 
 async def add_failed_check(tx: Tx, scope: Scope, number: str, *, at: datetime) -> None:
-    """One wrong code against the number (its own row, never sharded)."""
+    """One wrong code against the number (in a shard on PostgreSQL, as any counter)."""
     await bump_many(tx, scope, [(Kind.NUMBER, number, 0, 0, 1)], at=at)
 
 

@@ -169,10 +169,11 @@ class Readers:
 
     Not asyncpg's pool: its acquire and release (a timer per release, a task to
     shield each release, the reset hook) cost more CPU than the statement they
-    carry (docs/benchmarks.md, "PostgreSQL create and check"). A reader only runs statements in
-    autocommit, or a read-only transaction its context closes; it sets, listens
-    and locks nothing, so it goes back as it is. One whose use was interrupted
-    (cancelled, or the server went away) may be mid-statement and is dropped.
+    carry (docs/decisions/0011-reads-before-writes-on-postgresql.md). A reader
+    only runs statements in autocommit, or a read-only transaction its context
+    closes; it sets, listens and locks nothing, so it goes back as it is. One
+    whose use was interrupted (cancelled, or the server went away) may be
+    mid-statement and is dropped.
     """
 
     def __init__(self, dsn: str, size: int) -> None:

@@ -203,7 +203,7 @@ class Checkpointer:
     never catches up with it either: what is committed while it copies stays
     behind, so the WAL is never copied to its end, never starts over, and
     grows until the writer's backstop checkpoint runs inside a COMMIT on the
-    event loop (docs/benchmarks.md, "SQLite create p99"). A RESTART checkpoint run
+    event loop (docs/decisions/0005-sqlite-checkpoints.md). A RESTART checkpoint run
     while the writer waits copies the little the last PASSIVE one left, and
     the next commit writes the WAL from its start again.
     """

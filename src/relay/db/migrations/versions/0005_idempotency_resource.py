@@ -1,7 +1,7 @@
 """idempotency: the resource a key's request changed
 
-A key is now taken in the transaction that makes its request's change, with
-the path of the resource it changed: a holder that died before storing its
+A key is taken in the transaction that makes its request's change, with the
+path of the resource it changed (this column): a holder that died before storing its
 answer is answered with that resource as it stands, never run twice.
 
 Revision ID: 0005

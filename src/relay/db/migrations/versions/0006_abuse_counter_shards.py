@@ -2,9 +2,9 @@
 
 Every send adds to its account's, its country's and its prefix's counter
 rows, and on PostgreSQL each upsert holds that row's lock until its
-transaction commits: concurrent sends queued behind one another there. A send
-now adds to one of a few shards of each row, picked at random, and readers add
-the shards up.
+transaction commits, so concurrent sends queue behind one another there. With
+the shard in the primary key, a send adds to one of a few shards of each row,
+picked at random, and readers add the shards up.
 
 Revision ID: 0006
 Revises: 0005

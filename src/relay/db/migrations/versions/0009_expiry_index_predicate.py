@@ -5,7 +5,7 @@ status = 'pending', could serve any statement that states status = 'pending',
 whatever it looks for. On tables without statistics yet (a new database,
 before autovacuum's first ANALYZE), PostgreSQL priced that small index below
 the right one and walked every pending verification to find one: a check by
-number scanned them all. Its predicate now also names expires_at, which a
+number scanned them all. The rebuilt predicate also names expires_at, which a
 statement implies only by comparing expires_at, as the sweeps do. Rows are
 unchanged; the index is rebuilt.
 

@@ -4,7 +4,7 @@ The delivery loop caps the attempts in flight per endpoint (the URL's scheme,
 host and port, as written). Its claim looked for due events across every
 endpoint in the order they were due, through the partial index on
 (next_attempt_at), and so walked every due event of an endpoint at its cap to
-find none it could take. Events now carry that endpoint, written with the row,
+find none it could take. Events carry that endpoint, written with the row,
 and the partial index on pending rows is (endpoint, next_attempt_at), so a
 claim reads each endpoint with room by its own range and skips a full one
 without reading it. Existing rows get the endpoint of their URL.

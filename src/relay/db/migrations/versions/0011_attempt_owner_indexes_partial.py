@@ -3,7 +3,7 @@
 An attempt belongs to a verification or to a message, never both, so every
 attempt wrote a NULL entry into one of the two owner indexes,
 (verification_id, id) and (message_id, id), that no statement ever looks
-up: one b-tree written per send for nothing. Each index now holds only the
+up: one b-tree written per send for nothing. Each rebuilt index holds only the
 rows whose owner column is set; a statement that compares the column with
 a value implies that, so the same statements use them. Rows are unchanged;
 the indexes are rebuilt.
