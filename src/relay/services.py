@@ -64,7 +64,7 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
         sandbox=delivery.carriers.sandbox,
         accounts=accounts,
         verifications=VerificationService(
-            db, keyring, clock, delivery=delivery, limits=limits, accounts=accounts, abuse=abuse
+            db, keyring, clock, delivery=delivery, limits=limits, abuse=abuse
         ),
         messages=MessageService(
             db,

@@ -1,5 +1,5 @@
-"""A check looks its key up in its own read on PostgreSQL (`reads_key`): what any route
-answers about a key, it answers the same, in the same order, with the same limit."""
+"""A check answers about its key what any route answers: the same refusals, in the same
+order, under the same limit."""
 
 from __future__ import annotations
 

@@ -27,7 +27,6 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-from relay.accounts.access import PresentedKey
 from relay.accounts.models import Caller
 from relay.db.sql import Params, Sql, values
 from relay.db.urls import is_postgres, postgres_dsn
@@ -163,23 +162,15 @@ def request(to: str) -> CreateRequest:
     return CreateRequest(to=to, locale="en", code_length=6, ttl=600, metadata={}, webhook_url=None)
 
 
-async def admitted(caller: Caller) -> None:
-    """The HTTP layer's rate limit, which lets every request through here."""
-
-
-async def every_request_kind(services: Services, who: Caller, key: PresentedKey) -> None:
-    """Create, resend, wrong and right checks by id and by number (with the key, too),
+async def every_request_kind(services: Services, who: Caller) -> None:
+    """Create, resend, wrong and right checks by id and by number,
     retrieve, cancel, and the expiry sweep; a message by the Send API and its retrieval."""
     first = await services.verifications.create(who, request("+14155550100"))
     # Too soon for a resend: the refusal's statements are traced all the same.
     with contextlib.suppress(RelayError):
         await services.verifications.create(who, request("+14155550100"))
     await services.verifications.check(who, code="123456", verification_id=first.id)
-    # Over HTTP a check looks its key up in its read (`check_with_key`).
-    await services.verifications.check_with_key(
-        key, admitted, code="123456", verification_id=first.id
-    )
-    await services.verifications.check_with_key(key, admitted, code="123456", to="+14155550100")
+    await services.verifications.check(who, code="123456", to="+14155550100")
     await services.verifications.check(who, code="000000", to="+14155550100")
     second = await services.verifications.create(who, request("+14155550101"))
     await services.verifications.retrieve(who, second.id)
@@ -206,7 +197,7 @@ async def test_the_request_path_finds_its_rows_by_index_under_generic_plans(
     )
     with traced(services) as statements:
         await services.accounts.authenticate(account.test_key)
-        await every_request_kind(services, who, PresentedKey(account.test_key, None))
+        await every_request_kind(services, who)
     assert len(statements) > 10, statements
     plans = await generic_plans(postgres_dsn(services.settings.resolved_database_url), statements)
     walked = [(text, rows, plan) for text, rows, plan in plans if rows > DISCARDED_AT_MOST]

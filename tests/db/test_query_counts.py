@@ -15,24 +15,19 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from relay.accounts.access import PresentedKey
 from relay.accounts.models import Caller
 from relay.services import Services, build_services
 from relay.verifications.service import CreateRequest
 from tests.harness import test_settings
 from tests.webhooks.receiver import isolated_database
 
-# Upper bounds, with the statements they stand for (SQLite; PostgreSQL adds no round trips).
+# Upper bounds, with the statements they stand for, the same on SQLite and PostgreSQL.
 # create, one transaction: everything the send is decided on in one read (the
 # number's pending and recent verifications, every abuse counter, the blocks);
 # insert the verification; insert its attempt, already in its final state (the
 # sandbox answers without I/O, so nothing is queued and then updated); both
 # events in one statement; the counters in one upsert. Nothing is read back.
 CREATE_LIMIT = 5
-# PostgreSQL, a new verification under a test key: the same read, made before the write,
-# then the verification, its attempt, its events and its counters as one statement
-# (data-modifying CTEs under the guard's gate), committed alone: no writer, no BEGIN.
-CREATE_LIMIT_POSTGRES = 2
 # The verification with its attempts, its code's MAC and its number's wrong codes;
 # the counting UPDATE; the approval's event; the approval counters.
 APPROVING_CHECK_LIMIT = 4
@@ -40,10 +35,6 @@ APPROVING_CHECK_LIMIT = 4
 WRONG_CHECK_LIMIT = 3
 # PostgreSQL counts it and its counter in one statement, committed alone (no writer).
 WRONG_CHECK_LIMIT_POSTGRES = 2
-# A check over HTTP looks its key up too: on PostgreSQL in the read (the key with the
-# verification, then the statement); SQLite looks it up first, then as above.
-WRONG_CHECK_WITH_KEY_LIMIT_POSTGRES = 2
-WRONG_CHECK_WITH_KEY_LIMIT = 1 + WRONG_CHECK_LIMIT
 RETRIEVE_LIMIT = 1  # the verification joined to its attempts
 
 
@@ -96,11 +87,8 @@ async def test_a_create_runs_a_bounded_number_of_statements(services: Services) 
     with counted(services) as statements, committed(services) as commits:
         created = await services.verifications.create(who, request("+14155550101"))
     assert created.attempts[0].status.value == "delivered"
-    if services.db.dialect == "postgresql":
-        assert statements == ["SELECT", "WITH"]
-        assert commits == [0]
-    else:
-        assert len(statements) <= CREATE_LIMIT, statements
+    assert len(statements) <= CREATE_LIMIT, statements
+    assert commits == [1]
 
 
 @pytest.mark.asyncio
@@ -109,16 +97,11 @@ async def test_a_sandbox_create_and_its_failover_commit_in_one_transaction(
 ) -> None:
     who = await caller(services)
     await services.verifications.create(who, request("+14155550100"))  # warm caches
-    with counted(services) as statements, committed(services) as commits:
+    with committed(services) as commits:
         # The first sandbox route is down for this number; the backup delivers.
         created = await services.verifications.create(who, request("+15005550001"))
     assert [attempt.status.value for attempt in created.attempts] == ["failed", "delivered"]
-    if services.db.dialect == "postgresql":
-        # One statement is one transaction: the read, then every write folded.
-        assert statements == ["SELECT", "WITH"]
-        assert commits == [0]
-    else:
-        assert commits == [1]
+    assert commits == [1]
 
 
 @pytest.mark.asyncio
@@ -144,32 +127,6 @@ async def test_a_wrong_code_runs_a_bounded_number_of_statements(services: Servic
         assert commits == [0]
     else:
         assert len(statements) <= WRONG_CHECK_LIMIT, statements
-
-
-@pytest.mark.asyncio
-async def test_a_wrong_code_with_its_key_runs_two_statements_on_postgresql(
-    services: Services,
-) -> None:
-    account = await services.accounts.create_account("Acme")
-    who = await services.accounts.authenticate(account.test_key)  # notes its use: not counted
-    created = await services.verifications.create(who, request("+14155550105"))
-    admitted: list[Caller] = []
-
-    async def admit(caller: Caller) -> None:
-        admitted.append(caller)
-
-    key = PresentedKey(account.test_key, None)
-    with counted(services) as statements, committed(services) as commits:
-        checked = await services.verifications.check_with_key(
-            key, admit, code="123456", verification_id=created.id
-        )
-    assert checked.checks == 1
-    assert admitted == [who]
-    if services.db.dialect == "postgresql":
-        assert len(statements) <= WRONG_CHECK_WITH_KEY_LIMIT_POSTGRES, statements
-        assert commits == [0]
-    else:
-        assert len(statements) <= WRONG_CHECK_WITH_KEY_LIMIT, statements
 
 
 @pytest.mark.asyncio

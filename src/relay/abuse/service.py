@@ -31,7 +31,6 @@ from relay.abuse.models import (
     window_start,
 )
 from relay.accounts.models import Scope
-from relay.db.folding import Gate
 from relay.db.sql import Tx
 from relay.errors import (
     DailyCapReached,
@@ -103,36 +102,6 @@ class AbuseGuard:
             or await self.before_check(tx, scope, number, failed_checks=failed, now=now)
             or await self._pumping(tx, scope, destination, seen, now)
             or await self._daily_cap(tx, scope, seen.counters[(Kind.ACCOUNT, "")].sends, now)
-        )
-
-    def allows_at_once(
-        self, scope: Scope, destination: Destination, seen: store.SendContext, *, now: datetime
-    ) -> bool:
-        """A new verification's send that `refusal` would let through without a read or a
-        write of its own: no cap reached, no block, no spike (not even one only logged)."""
-        number = destination.e164
-        if self._too_many_verifications(seen, scope, now) is not None:
-            return False
-        if not self.allows_check(scope, seen.counters[(Kind.NUMBER, number)].failed_checks):
-            return False
-        if seen.counters[(Kind.ACCOUNT, "")].sends >= self.rules.daily_sms_cap:
-            return False
-        return next(self._flags(destination, seen, now), None) is None
-
-    def send_gate(self, scope: Scope, destination: Destination, *, now: datetime) -> Gate:
-        """What of `allows_at_once` a send's writes restate, as they are made: the daily cap,
-        the number's wrong codes and the blocks. A new verification for the number is
-        restated by its unique index of pending verifications."""
-        guarded = self.rules.guard is not GuardMode.OFF
-        return store.send_gate(
-            scope,
-            destination.e164,
-            self._subjects(destination) if guarded else (),
-            account_since=window_start(now, DAY, step_of(Kind.ACCOUNT)),
-            daily_cap=self.rules.daily_sms_cap,
-            failed_since=self.failed_checks_since(now),
-            failed_cap=self._failed_checks_cap(scope),
-            now=now,
         )
 
     async def record_send(

@@ -14,7 +14,6 @@ from typing import Any
 
 from relay.abuse.models import Bucket, Kind, Totals, bucket_of, step_of
 from relay.accounts.models import Scope
-from relay.db.folding import Gate
 from relay.db.sql import Row, Sql, Tx, moment
 
 # Shards of each shared counter row: enough that concurrent sends rarely pick the same.
@@ -89,15 +88,12 @@ _BEFORE_SEND = Sql(
 )
 
 
-def failed_checks_of(
-    number: str, account: str = ":scope_account", livemode: str = ":scope_livemode"
-) -> str:
-    """SQL for the wrong codes `number` (a column) had since `:failed_since`, for a query
-    that reads them with what they are about; in the scope of `account` and `livemode`
-    (the request's, or columns of a query that finds its scope as it reads)."""
+def failed_checks_of(number: str) -> str:
+    """SQL for the wrong codes `number` (a column) had since `:failed_since`, in the
+    request's scope, for a query that reads them with what they are about."""
     return (
         "(SELECT COALESCE(SUM(c.failed_checks), 0) FROM abuse_counters c"
-        f" WHERE c.account_id = {account} AND c.livemode = {livemode}"
+        " WHERE c.account_id = :scope_account AND c.livemode = :scope_livemode"
         f" AND c.kind = '{Kind.NUMBER.value}' AND c.subject = {number}"
         " AND c.bucket >= :failed_since)"
     )
@@ -115,22 +111,6 @@ def failed_check_from(counted: str) -> str:
         " failed_checks = abuse_counters.failed_checks + excluded.failed_checks"
     )
 
-
-# A send's rules that its writes restate, when they are folded into one statement
-# (`relay.db.folding`): the account's daily cap, the number's wrong codes, and (unless
-# the guard is off) no block on the prefix or the country. `SELECT 1 … WHERE`: a row
-# while they hold, none once a send committed since the read reached one of them.
-_GATE_CAPS = (
-    "SELECT 1 AS open WHERE (SELECT COALESCE(SUM(sends), 0) FROM abuse_counters"
-    f" WHERE {_SCOPE} AND kind = '{Kind.ACCOUNT.value}' AND subject = ''"
-    f" AND bucket >= :account_since) < :daily_cap AND {failed_checks_of(':to')} < :failed_cap"
-)
-_NOT_BLOCKED = (
-    f" AND NOT EXISTS (SELECT 1 FROM destination_blocks WHERE {_SCOPE} AND kind = :block_kind_{{i}}"
-    " AND subject = :block_subject_{i} AND blocked_until > :now)"
-)
-_SEND_GATE = Sql(_GATE_CAPS)
-_SEND_GATE_UNBLOCKED = Sql(_GATE_CAPS + "".join(_NOT_BLOCKED.format(i=i) for i in range(_BLOCKS)))
 
 _BLOCK = Sql(
     "INSERT INTO destination_blocks (account_id, livemode, kind, subject, blocked_until,"
@@ -253,38 +233,6 @@ async def before_send(
                 )
             )
     return found
-
-
-def send_gate(
-    scope: Scope,
-    to: str,
-    blocks: Sequence[tuple[Kind, str]],
-    *,
-    account_since: datetime,
-    daily_cap: int,
-    failed_since: datetime,
-    failed_cap: int,
-    now: datetime,
-) -> Gate:
-    """Opens while the account's sends since `account_since` are under `daily_cap`, the
-    number's wrong codes since `failed_since` under `failed_cap`, and, if `blocks` are
-    given (both subjects, or none), neither is blocked at `now`."""
-    params: dict[str, Any] = {
-        **_scope(scope),
-        "to": to,
-        "account_since": account_since,
-        "daily_cap": daily_cap,
-        "failed_since": failed_since,
-        "failed_cap": failed_cap,
-    }
-    if not blocks:
-        return Gate(_SEND_GATE, params)
-    if len(blocks) != _BLOCKS:
-        raise ValueError(f"{_BLOCKS} block subjects, or none")
-    params["now"] = now
-    for i, (kind, subject) in enumerate(blocks):
-        params.update({f"block_kind_{i}": kind.value, f"block_subject_{i}": subject})
-    return Gate(_SEND_GATE_UNBLOCKED, params)
 
 
 async def bump_many(

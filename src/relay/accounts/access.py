@@ -9,7 +9,7 @@ that does not exist.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -33,21 +33,6 @@ class FoundKey:
     revoked_at: datetime | None
     expires_at: datetime | None
     networks: tuple[str, ...] | None
-
-
-@dataclass(frozen=True)
-class PresentedKey:
-    """A request's key as presented, not yet looked up: for a use case that authenticates
-    in its own first statement (`AccountService.authenticate_reading`)."""
-
-    raw: str | None
-    # The request's address (the TCP peer, or what a trusted proxy says).
-    client: IpAddress | None
-
-
-# What the caller must still pass once its key is accepted, before the use case goes on
-# (the HTTP layer's per-key rate limit); it raises to refuse.
-Admit = Callable[[Caller], Awaitable[None]]
 
 
 def refusal(found: FoundKey, *, now: datetime, client: IpAddress | None) -> str | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TypeVar
 
@@ -11,7 +11,6 @@ from relay.accounts.access import (
     DEFAULT_OVERLAP,
     FoundKey,
     IpAddress,
-    PresentedKey,
     check_overlap,
     refusal,
     stored_networks,
@@ -159,17 +158,6 @@ class AccountService:
         # One statement, outside any transaction: this runs on every request.
         found = await self._db.read(lambda tx: key_store.find_key(tx, key_hash))
         return await self._accepted(found, client)
-
-    async def authenticate_reading(
-        self, key: PresentedKey, read: Callable[[Tx, str], Awaitable[tuple[FoundKey | None, T]]]
-    ) -> tuple[Caller, T]:
-        """The caller, and what `read` found for it: `read` looks the key up by its hash
-        (`key_store.FOUND_KEY_COLUMNS`) and, in the same statement, what the request
-        needs of the key's scope. That is handed on only once the key is accepted, by
-        the same rules and with the same notes as `authenticate`."""
-        key_hash = _presented_hash(key.raw)
-        found, extra = await self._db.read(lambda tx: read(tx, key_hash))
-        return await self._accepted(found, key.client), extra
 
     async def _accepted(self, found: FoundKey | None, client: IpAddress | None) -> Caller:
         # One answer for every failure, so probing reveals nothing about which keys exist.

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from typing import Protocol
 
 from relay.db import postgres
-from relay.db.folding import Gate
 from relay.db.group_commit import MAX_BATCH, T, Unit
 from relay.db.postgres import PostgresDb
 from relay.db.sql import Dialect, Trace
@@ -21,20 +20,12 @@ from relay.db.urls import is_postgres, postgres_dsn, sqlite_path
 
 class Db(Protocol):
     dialect: Dialect
-    # `write_alone` commits a one-statement unit by itself (PostgreSQL), not in a batch.
-    autocommits: bool
 
     async def write(self, unit: Unit[T]) -> T: ...
 
     async def write_alone(self, unit: Unit[T]) -> T:
         """A unit whose writes are one statement: PostgreSQL commits it on its own, outside
         the writers; SQLite runs it in the writer's next batch."""
-        ...
-
-    async def write_folded(self, unit: Unit[T], when: Gate) -> T | None:
-        """A unit that only inserts (`relay.db.folding`), its writes made if `when` opens, and
-        its value then (None if not): PostgreSQL makes them one statement, committed on its
-        own outside the writers; SQLite runs the gate and the unit in the writer's next batch."""
         ...
 
     async def read(self, unit: Unit[T]) -> T: ...

@@ -24,7 +24,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from relay.db.folding import Gate
 from relay.db.sql import MustRetry, Notices, Tx
 
 T = TypeVar("T")
@@ -227,8 +226,6 @@ class Batched:
     """What both databases' handles share: writes through their GroupCommit."""
 
     _group: GroupCommit
-    # Whether `write_alone` commits a one-statement unit by itself, outside the writers.
-    autocommits = False
 
     @property
     def commits(self) -> int:
@@ -241,17 +238,6 @@ class Batched:
         """A unit that writes with one statement on this database, which is atomic on its
         own; where the database cannot make it one statement, a unit like any other."""
         return await self._group.run(unit)
-
-    async def write_folded(self, unit: Unit[T], when: Gate) -> T | None:
-        """A unit that only inserts, run if `when` opens (None if not). PostgreSQL makes it one
-        statement (`relay.db.folding`); here it is a unit like any other, the gate its read."""
-
-        async def gated(tx: Tx) -> T | None:
-            if await tx.fetchrow(when.sql, when.params) is None:
-                return None
-            return await unit(tx)
-
-        return await self._group.run(gated)
 
     def listen(self, channel: str, callback: Callable[[], None]) -> None:
         self._group.listen(channel, callback)

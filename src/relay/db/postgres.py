@@ -16,7 +16,6 @@ from typing import Any
 
 import asyncpg
 
-from relay.db.folding import FoldingTx, Gate, fold
 from relay.db.group_commit import RETRIES, Batched, GroupCommit, T, Unit
 from relay.db.sql import (
     Channels,
@@ -222,7 +221,6 @@ class Readers:
 
 class PostgresDb(Batched):
     dialect: Dialect = "postgresql"
-    autocommits = True
 
     def __init__(
         self,
@@ -262,19 +260,6 @@ class PostgresDb(Batched):
                 self._group.announce(tx.take_notified())
                 return value
         raise AssertionError("unreachable")
-
-    async def write_folded(self, unit: Unit[T], when: Gate) -> T | None:
-        """The unit's inserts as one statement under its gate (`relay.db.folding`), run
-        alone (`write_alone`): autocommit on a reader connection, no writer held. The unit
-        reads nothing, so a deadlock victim runs the same statement again."""
-        folding = FoldingTx(self.dialect)
-        value = await unit(folding)
-        statement, params = fold(when, folding.parts)
-        row = await self.write_alone(lambda tx: tx.fetchrow(statement, params))
-        if row is None or not row["written"]:
-            return None
-        self._group.announce(folding.take_notified())
-        return value
 
     async def snapshot(self, unit: Unit[T]) -> T:
         async with (

@@ -6,9 +6,7 @@ import dataclasses
 from datetime import datetime
 
 from relay.abuse.service import AbuseGuard
-from relay.accounts.access import Admit, PresentedKey
 from relay.accounts.models import Caller, Scope
-from relay.accounts.service import AccountService
 from relay.clock import Clock
 from relay.crypto import Keyring
 from relay.db.driver import Db
@@ -31,14 +29,11 @@ from relay.verifications.models import (
 
 
 class Checks:
-    def __init__(
-        self, db: Db, keyring: Keyring, clock: Clock, abuse: AbuseGuard, accounts: AccountService
-    ) -> None:
+    def __init__(self, db: Db, keyring: Keyring, clock: Clock, abuse: AbuseGuard) -> None:
         self._db = db
         self._keyring = keyring
         self._clock = clock
         self._abuse = abuse
-        self._accounts = accounts
 
     async def check(
         self,
@@ -49,69 +44,18 @@ class Checks:
         to: str | None = None,
     ) -> Verification:
         now = self._clock.now()
-        found: CheckMaterial | None = None
-        if self._db.autocommits:
-            # Read before the write, not in it: the read locks nothing, so under READ
-            # COMMITTED it sees in the write's transaction what it sees here, and every
-            # change the check makes is a statement that restates its rule on the row
-            # as it is then (see `_count`). A wrong code may then commit alone.
-            found = await self._db.read(
-                lambda tx: self._material(tx, caller, verification_id, to, now)
-            )
-        return await self._decide(caller, code, verification_id, to, now, found)
-
-    async def check_with_key(
-        self,
-        key: PresentedKey,
-        admit: Admit,
-        *,
-        code: str,
-        verification_id: str | None = None,
-        to: str | None = None,
-    ) -> Verification:
-        """`check` for a request not yet authenticated: on PostgreSQL the key is looked up
-        in the check's read (one round trip fewer), then `admit`ted, then the check goes
-        on as `check`. SQLite reads its material inside the write's unit: there the key
-        is looked up first, as for any request."""
-        if not self._db.autocommits:
-            caller = await self._accounts.authenticate(key.raw, key.client)
-            await admit(caller)
-            return await self.check(caller, code=code, verification_id=verification_id, to=to)
-        now = self._clock.now()
-        failed_since = self._abuse.failed_checks_since(now)
-        caller, found = await self._accounts.authenticate_reading(
-            key,
-            lambda tx, key_hash: check_store.keyed_check_material(
-                tx,
-                key_hash,
-                verification_id=verification_id,
-                to=None if verification_id else to,
-                failed_since=failed_since,
-                now=now,
-            ),
-        )
-        await admit(caller)
-        return await self._decide(
-            caller, code, verification_id, to, now, _required(found, verification_id)
-        )
-
-    async def _decide(
-        self,
-        caller: Caller,
-        code: str,
-        verification_id: str | None,
-        to: str | None,
-        now: datetime,
-        found: CheckMaterial | None,
-    ) -> Verification:
-        """The check, its material read already on PostgreSQL (`found`), not on SQLite."""
+        # Read before the write, not in it: the read locks nothing, and every change the
+        # check makes is a statement that restates its rule on the row as it is then (see
+        # `_count`), so a read that a concurrent check overtook can only make this one
+        # count less, never more. A wrong code may then commit alone.
+        found = await self._db.read(lambda tx: self._material(tx, caller, verification_id, to, now))
         claim = claims.pending()
-        if found is not None and claim is None and not self._correct(caller, code, found):
+        if claim is None and not self._correct(caller, code, found):
             counted = await self._wrong_code(caller.scope, found, now)
             if counted is not None:
                 return counted
         verification, error = await self._db.write(
-            lambda tx: self._check(tx, caller, code, verification_id, to, now, claim, found)
+            lambda tx: self._check(tx, caller, code, now, claim, found)
         )
         if error is not None:
             raise error
@@ -168,16 +112,12 @@ class Checks:
         tx: Tx,
         caller: Caller,
         code: str,
-        verification_id: str | None,
-        to: str | None,
         now: datetime,
         claim: Pending | None,
-        found: CheckMaterial | None,
+        found: CheckMaterial,
     ) -> tuple[Verification, RelayError | None]:
-        """The whole check, in one unit; `found`: its read, if it was made before."""
+        """The whole check, in one unit, on its material as read (`found`)."""
         scope = caller.scope
-        if found is None:
-            found = await self._material(tx, caller, verification_id, to, now)
         current = found.verification
         destination = found.destination
         correct = self._correct(caller, code, found)

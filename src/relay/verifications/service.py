@@ -9,9 +9,7 @@ from datetime import datetime, timedelta
 from relay.abuse.models import Rules
 from relay.abuse.service import AbuseGuard
 from relay.abuse.store import SendContext
-from relay.accounts.access import Admit, PresentedKey
 from relay.accounts.models import Caller, Scope
-from relay.accounts.service import AccountService
 from relay.clock import Clock
 from relay.crypto import Keyring, generate_code
 from relay.db.driver import Db
@@ -92,7 +90,6 @@ class VerificationService:
         *,
         delivery: Delivery,
         limits: Limits,
-        accounts: AccountService,
         abuse: AbuseGuard | None = None,
     ) -> None:
         self._abuse = abuse or AbuseGuard(Rules())
@@ -101,37 +98,21 @@ class VerificationService:
         self._clock = clock
         self._delivery = delivery
         self._limits = limits
-        self._checks = Checks(db, keyring, clock, self._abuse, accounts)
+        self._checks = Checks(db, keyring, clock, self._abuse)
 
     async def create(self, caller: Caller, request: CreateRequest) -> Verification:
         destination, route = self._delivery.destination(caller, request.to)
         now = self._clock.now()
         claim = claims.pending()
-        sent: _Sent | RateLimitError | None = None
-        seen: SendContext | None = None
-        if self._db.autocommits and claim is None and not caller.livemode:
-            # Read before the write, not in it, as a check does: the read locks nothing,
-            # so under READ COMMITTED the write's transaction would see the same.
-            seen = await self._db.read(
-                lambda tx: self._abuse.look(tx, caller.scope, destination, now=now)
+        try:
+            sent = await self._db.write(
+                lambda tx: self._create(tx, caller, request, destination, route, now, claim)
             )
-            if self._opens_at_once(caller.scope, destination, seen, now):
-                sent = await self._create_folded(caller, request, destination, route, now)
-                # If nothing was written, what was read has changed since: read it again.
-                seen = None
-        if sent is None:
-            given = seen
-            try:
-                sent = await self._db.write(
-                    lambda tx: self._create(
-                        tx, caller, request, destination, route, now, claim, given
-                    )
-                )
-            except IntegrityViolation:
-                # Another request opened a verification for this number first: a resend.
-                sent = await self._db.write(
-                    lambda tx: self._create(tx, caller, request, destination, route, now, claim)
-                )
+        except IntegrityViolation:
+            # Another request opened a verification for this number first: a resend.
+            sent = await self._db.write(
+                lambda tx: self._create(tx, caller, request, destination, route, now, claim)
+            )
         if isinstance(sent, RateLimitError):
             raise sent
         # This process sends: answer once the carrier has taken (or refused) the SMS.
@@ -149,12 +130,10 @@ class VerificationService:
         route: tuple[str, ...],
         now: datetime,
         claim: Pending | None,
-        seen: SendContext | None = None,
     ) -> _Sent | RateLimitError:
-        """The whole create, in one unit; `seen`: its read, if it was made before."""
+        """The whole create, in one unit."""
         scope = caller.scope
-        if seen is None:
-            seen = await self._abuse.look(tx, scope, destination, now=now)
+        seen = await self._abuse.look(tx, scope, destination, now=now)
         existing = await self._pending(tx, scope, seen, now)
         verification_id = existing or new_id("ver")
         if claim is not None:
@@ -173,38 +152,6 @@ class VerificationService:
         else:
             opened = await self._resend(tx, scope, existing, now)
         return await self._send(tx, caller, opened, destination, route, now)
-
-    def _opens_at_once(
-        self, scope: Scope, destination: Destination, seen: SendContext, now: datetime
-    ) -> bool:
-        """A new verification (none pending for the number) whose send no rule refuses, as
-        read: its writes are inserts only, which PostgreSQL makes one statement."""
-        if any(verification.pending for verification in seen.verifications):
-            return False
-        return self._abuse.allows_at_once(scope, destination, seen, now=now)
-
-    async def _create_folded(
-        self,
-        caller: Caller,
-        request: CreateRequest,
-        destination: Destination,
-        route: tuple[str, ...],
-        now: datetime,
-    ) -> _Sent | None:
-        """Open and send as one statement (`Db.write_folded`), which restates what the
-        decision rested on: the guard's gate, and the number's unique pending verification.
-        None: one of them no longer holds, nothing was written, and the whole create decides."""
-        gate = self._abuse.send_gate(caller.scope, destination, now=now)
-
-        async def opened_and_sent(tx: Tx) -> _Sent:
-            opened = await self._open(tx, caller, request, destination, now, new_id("ver"))
-            return await self._send(tx, caller, opened, destination, route, now)
-
-        try:
-            return await self._db.write_folded(opened_and_sent, gate)
-        except IntegrityViolation:
-            # Another request opened a verification for this number first.
-            return None
 
     async def _pending(self, tx: Tx, scope: Scope, seen: SendContext, now: datetime) -> str | None:
         """The number's pending verification, which a create resends, if any."""
@@ -312,20 +259,6 @@ class VerificationService:
         to: str | None = None,
     ) -> Verification:
         return await self._checks.check(caller, code=code, verification_id=verification_id, to=to)
-
-    async def check_with_key(
-        self,
-        key: PresentedKey,
-        admit: Admit,
-        *,
-        code: str,
-        verification_id: str | None = None,
-        to: str | None = None,
-    ) -> Verification:
-        """`check`, authenticating as it reads (`Checks.check_with_key`)."""
-        return await self._checks.check_with_key(
-            key, admit, code=code, verification_id=verification_id, to=to
-        )
 
     async def cancel(self, caller: Caller, verification_id: str) -> Verification:
         now = self._clock.now()

@@ -205,27 +205,23 @@ async def insert_verification(
     tx: Tx, scope: Scope, new: NewVerification, now: datetime
 ) -> Verification:
     """Write a new pending verification; returns it as written, without reading it back."""
-    # One row, through executemany: nothing is read of it, so a create can fold it with
-    # the rest of its inserts into one statement (`relay.db.folding`).
-    await tx.executemany(
+    await tx.execute(
         _INSERT_VERIFICATION,
-        [
-            {
-                **scope.params(),
-                "id": new.id,
-                "to": new.to,
-                "country": new.country,
-                "sender": new.sender,
-                "locale": new.locale,
-                "code_length": new.code_length,
-                "code_mac": new.code_mac,
-                "sealed_code": new.sealed_code,
-                "metadata": new.metadata,
-                "webhook_url": new.webhook_url,
-                "now": now,
-                "expires_at": new.expires_at,
-            }
-        ],
+        {
+            **scope.params(),
+            "id": new.id,
+            "to": new.to,
+            "country": new.country,
+            "sender": new.sender,
+            "locale": new.locale,
+            "code_length": new.code_length,
+            "code_mac": new.code_mac,
+            "sealed_code": new.sealed_code,
+            "metadata": new.metadata,
+            "webhook_url": new.webhook_url,
+            "now": now,
+            "expires_at": new.expires_at,
+        },
     )
     return Verification(
         id=new.id,

@@ -76,12 +76,7 @@ def create_app(services: Services, *, background: bool = True) -> Starlette:
     # Added innermost first: Edge (HTTPS, body cap) → per-key rate limit → idempotency
     # → the router.
     app.add_middleware(IdempotencyMiddleware, services=services)
-    # Only where a route's read can carry its key lookup (PostgreSQL): SQLite reads in the
-    # writer's unit, so there the lookup stays in front of the route, as for any other.
-    reads_key = frozenset(
-        (op.method, op.path) for op in API if op.reads_key and services.db.autocommits
-    )
-    app.add_middleware(RateLimitMiddleware, services=services, deferred=reads_key)
+    app.add_middleware(RateLimitMiddleware, services=services)
     app.add_middleware(
         EdgeMiddleware,
         trusted_proxies=services.settings.trusted_proxies,

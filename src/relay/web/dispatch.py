@@ -3,8 +3,7 @@
 Starlette's router finds the path (a path that matches with another method is
 405 with `Allow`, from `relay.web.app`'s handler); the endpoint then decodes,
 authenticates and validates in a fixed order: an undecodable body first, then
-the key, then the query, then the body's fields. An operation that looks its key
-up itself (`reads_key`) gets it as presented, unless it is refused before that.
+the key, then the query, then the body's fields.
 The models checked here are the ones the OpenAPI document is built from.
 """
 
@@ -22,7 +21,7 @@ from starlette.types import Receive, Scope, Send
 from relay import errors as e
 from relay.services import Services
 from relay.web.bodies import decode_json, read_body
-from relay.web.callers import DeferredKey, base_url, deferred_key, scope_caller
+from relay.web.callers import base_url, scope_caller
 from relay.web.errors import error_response, translate_validation
 from relay.web.operations import Call, Operation
 
@@ -68,38 +67,18 @@ async def _run(
     raw = b""
     if operation.body is not None or operation.raw_body:
         raw = await read_body(receive)
-    deferred = deferred_key(scope)
-    if deferred is not None:
-        try:
-            return await _answer(operation, services, scope, raw, deferred)
-        except e.RelayError as refusal:
-            if deferred.decided or isinstance(refusal, e.AuthenticationFailed):
-                raise
-        # Refused before its key was looked up: the key first, as for any other route,
-        # then the same steps again, in the order below.
-        await deferred.as_any_other()
-    return await _answer(operation, services, scope, raw, None)
-
-
-async def _answer(
-    operation: Operation,
-    services: Services,
-    scope: Scope,
-    raw: bytes,
-    deferred: DeferredKey | None,
-) -> Response:
     document = _MISSING
     if operation.body is not None and raw:
         document = decode_json(raw)
     caller = None
-    if operation.authenticated and deferred is None:
+    if operation.authenticated:
         caller = await scope_caller(scope, services)
         if caller is None:
             raise e.AuthenticationFailed()
     query = _query(operation, scope) if operation.in_schema else None
     body = _body(operation, document)
     path = scope.get("path_params", {})
-    return await operation.handler(Call(services, scope, caller, path, body, query, raw, deferred))
+    return await operation.handler(Call(services, scope, caller, path, body, query, raw))
 
 
 def _query(operation: Operation, scope: Scope) -> BaseModel | None:

@@ -14,7 +14,6 @@ from starlette.types import Scope
 
 from relay.accounts.models import Caller
 from relay.services import Services
-from relay.web.callers import DeferredKey
 
 
 @dataclass(slots=True)
@@ -28,9 +27,6 @@ class Call:
     body: Any
     query: Any
     raw_body: bytes
-    # Set when the key is left to the handler's use case (`Operation.reads_key`): then
-    # `caller` is None.
-    deferred: DeferredKey | None = None
 
     @property
     def who(self) -> Caller:
@@ -62,10 +58,6 @@ class Operation:
     in_schema: bool = True
     # The raw body is handed over unparsed (carrier callbacks post HTML forms).
     raw_body: bool = False
-    # The handler looks the request's key up in its use case's first statement, and the
-    # rate limit applies after it (`relay.web.callers.DeferredKey`), unless the request
-    # carries an Idempotency-Key.
-    reads_key: bool = False
     # 200 by default; 204 answers have no body.
     status: int = 200
     media_type: str = "application/json"

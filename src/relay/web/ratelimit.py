@@ -24,9 +24,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from relay.errors import RateLimited
 from relay.services import Services
-from relay.web.callers import base_url, defer_key, scope_caller
+from relay.web.callers import base_url, scope_caller
 from relay.web.errors import error_response
-from relay.web.idempotency import HEADER as IDEMPOTENCY_HEADER
 
 
 def window_item(rate: float, burst: int) -> RateLimitItem:
@@ -96,13 +95,7 @@ class RequestRateLimiter:
 
 
 class RateLimitMiddleware:
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        services: Services,
-        deferred: frozenset[tuple[str, str]] = frozenset(),
-    ) -> None:
+    def __init__(self, app: ASGIApp, *, services: Services) -> None:
         self.app = app
         self.services = services
         settings = services.settings
@@ -111,16 +104,9 @@ class RateLimitMiddleware:
             burst=settings.rate_limit_burst,
             storage_uri=settings.rate_limit_storage,
         )
-        # (method, path) of the operations that look their key up themselves (`reads_key`).
-        self.deferred = deferred
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"].startswith("/v1/"):
-            if self._defers(scope):
-                # The route looks the key up in its first statement, then applies the limit.
-                defer_key(scope, self.services, self.limiter.acquire)
-                await self.app(scope, receive, send)
-                return
             caller = await scope_caller(scope, self.services)
             wait = None if caller is None else await self.limiter.acquire(caller.key_id)
             if wait is not None:
@@ -128,9 +114,3 @@ class RateLimitMiddleware:
                 await refusal(scope, receive, send)
                 return
         await self.app(scope, receive, send)
-
-    def _defers(self, scope: Scope) -> bool:
-        # A request under an Idempotency-Key is authenticated before its key is claimed.
-        return (scope["method"], scope["path"]) in self.deferred and all(
-            name != IDEMPOTENCY_HEADER for name, _ in scope["headers"]
-        )

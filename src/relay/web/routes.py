@@ -61,15 +61,9 @@ async def check(call: Call) -> Response:
             raise ParameterMissing("Give either id or to.", param="id")
         raise ParameterInvalid("Give either id or to, not both.", param="to")
     verification_id = None if body.id is None else _verification_id(body.id)
-    key = call.deferred
-    if key is None:
-        verification = await app.verifications.check(
-            call.who, code=body.code, verification_id=verification_id, to=body.to
-        )
-    else:
-        verification = await app.verifications.check_with_key(
-            key.presented, key.admit, code=body.code, verification_id=verification_id, to=body.to
-        )
+    verification = await app.verifications.check(
+        call.who, code=body.code, verification_id=verification_id, to=body.to
+    )
     return _render(verification, app.clock.now())
 
 
@@ -152,7 +146,6 @@ OPERATIONS = [
         "verification. At most 5 checks count.",
         body=CheckVerificationBody,
         response=VerificationObject,
-        reads_key=True,
     ),
     Operation(
         "GET",
