@@ -77,10 +77,19 @@ def test_a_user_creates_an_account_serves_and_verifies_over_tls(
     env: dict[str, str], served: tuple[str, Path]
 ) -> None:
     account = json.loads(relay("accounts", "create", "Acme", "--json", env=env).stdout)
-    assert set(account) == {"id", "name", "test_key", "live_key", "webhook_secret"}
+    assert set(account) == {
+        "id",
+        "name",
+        "test_key",
+        "live_key",
+        "test_webhook_secret",
+        "live_webhook_secret",
+    }
     assert account["test_key"].startswith("sk_test_")
     assert account["live_key"].startswith("sk_live_")
-    assert account["webhook_secret"].startswith("whsec_")
+    assert account["test_webhook_secret"].startswith("whsec_")
+    assert account["live_webhook_secret"].startswith("whsec_")
+    assert account["test_webhook_secret"] != account["live_webhook_secret"]
 
     base_url, cert = served
     context = ssl.create_default_context(cafile=os.fspath(cert))
