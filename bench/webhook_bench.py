@@ -256,7 +256,7 @@ def _measure(work: Path, events: int, db: str, workers: int, width: int) -> Webh
     settings = Settings(data_dir=data, database_url=database_url)
     with sink(hook_cert) as sink_url:
         bodies = backlog(settings, account["id"], f"{sink_url}/relay", events)
-        secret = account["webhook_secret"]
+        secret = account["live_webhook_secret"]  # the backlog is live events
         before, before_cpu = floor(sink_url, "/floor-1", hook_cert, bodies, secret, width)
         aio_before = floor(sink_url, "/aiohttp-1", hook_cert, bodies, secret, width, "aiohttp")
         with relay_process(env, data, workers) as (_url, pid):

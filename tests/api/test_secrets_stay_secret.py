@@ -49,7 +49,13 @@ def test_codes_and_keys_appear_in_no_log_response_or_table(
     texts = [response.text for response in responses]
     tables = _dump_tables(server)
     assert verification_id in tables, "the table dump must include the verification"
-    for secret in (code, account.test_key, account.live_key, account.webhook_secret):
+    for secret in (
+        code,
+        account.test_key,
+        account.live_key,
+        account.test_webhook_secret,
+        account.live_webhook_secret,
+    ):
         assert secret not in logs
         assert all(secret not in text for text in texts)
         assert secret not in tables

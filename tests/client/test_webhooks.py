@@ -40,7 +40,7 @@ def test_a_genuine_delivery_verifies_and_gives_the_event(
     live: LiveRelay, relay: Relay, keys: NewAccount
 ) -> None:
     received = delivered(live, relay)
-    event = webhooks.verify(received.body, received.headers, keys.webhook_secret)
+    event = webhooks.verify(received.body, received.headers, keys.test_webhook_secret)
     assert event["id"] == received.event_id
     assert event["type"] == "verification.sent"
     assert event["data"]["object"]["object"] == "verification"
@@ -51,7 +51,7 @@ def test_header_names_match_in_any_case_and_text_bodies_work(
 ) -> None:
     received = delivered(live, relay)
     headers = {"RELAY-SIGNATURE": received.signature}
-    event = webhooks.verify(received.body.decode(), headers, keys.webhook_secret)
+    event = webhooks.verify(received.body.decode(), headers, keys.test_webhook_secret)
     assert event["id"] == received.event_id
 
 
@@ -60,7 +60,7 @@ def test_a_tampered_body_is_refused(live: LiveRelay, relay: Relay, keys: NewAcco
     tampered = received.body.replace(b'"livemode":false', b'"livemode":true')
     assert tampered != received.body
     with pytest.raises(SignatureVerificationError):
-        webhooks.verify(tampered, received.headers, keys.webhook_secret)
+        webhooks.verify(tampered, received.headers, keys.test_webhook_secret)
 
 
 def test_another_accounts_secret_is_refused(live: LiveRelay, relay: Relay) -> None:
@@ -73,11 +73,13 @@ def test_an_old_timestamp_is_refused_even_when_correctly_signed(
     live: LiveRelay, relay: Relay, keys: NewAccount
 ) -> None:
     received = delivered(live, relay)
-    old = resign(received.body, keys.webhook_secret, int(time.time()) - 301)
+    old = resign(received.body, keys.test_webhook_secret, int(time.time()) - 301)
     with pytest.raises(SignatureVerificationError, match="from now"):
-        webhooks.verify(received.body, old, keys.webhook_secret)
-    recent = resign(received.body, keys.webhook_secret, int(time.time()) - 200)
-    assert webhooks.verify(received.body, recent, keys.webhook_secret)["id"] == received.event_id
+        webhooks.verify(received.body, old, keys.test_webhook_secret)
+    recent = resign(received.body, keys.test_webhook_secret, int(time.time()) - 200)
+    assert (
+        webhooks.verify(received.body, recent, keys.test_webhook_secret)["id"] == received.event_id
+    )
 
 
 def test_a_delivery_is_judged_by_the_time_it_is_checked(
@@ -86,9 +88,9 @@ def test_a_delivery_is_judged_by_the_time_it_is_checked(
     received = delivered(live, relay)
     later = time.time() + 3600
     with pytest.raises(SignatureVerificationError):
-        webhooks.verify(received.body, received.headers, keys.webhook_secret, now=later)
+        webhooks.verify(received.body, received.headers, keys.test_webhook_secret, now=later)
     assert webhooks.verify(
-        received.body, received.headers, keys.webhook_secret, tolerance=7200, now=later
+        received.body, received.headers, keys.test_webhook_secret, tolerance=7200, now=later
     )
 
 
@@ -97,7 +99,9 @@ def test_any_of_several_signatures_may_match_during_a_secret_roll(
 ) -> None:
     received = delivered(live, relay)
     rolled = {"relay-signature": received.signature.replace("v1=", "v1=0000, v1=", 1)}
-    assert webhooks.verify(received.body, rolled, keys.webhook_secret)["id"] == received.event_id
+    assert (
+        webhooks.verify(received.body, rolled, keys.test_webhook_secret)["id"] == received.event_id
+    )
 
 
 @pytest.mark.parametrize(

@@ -9,12 +9,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.harness import free_port
+from relay.accounts import store as account_store
+from relay.config import Settings
+from relay.crypto import Keyring
+from tests.harness import free_port, read_db
 
 RELAY = [sys.executable, "-m", "relay.cli.main"]
 
@@ -77,10 +81,19 @@ def test_a_user_creates_an_account_serves_and_verifies_over_tls(
     env: dict[str, str], served: tuple[str, Path]
 ) -> None:
     account = json.loads(relay("accounts", "create", "Acme", "--json", env=env).stdout)
-    assert set(account) == {"id", "name", "test_key", "live_key", "webhook_secret"}
+    assert set(account) == {
+        "id",
+        "name",
+        "test_key",
+        "live_key",
+        "test_webhook_secret",
+        "live_webhook_secret",
+    }
     assert account["test_key"].startswith("sk_test_")
     assert account["live_key"].startswith("sk_live_")
-    assert account["webhook_secret"].startswith("whsec_")
+    assert account["test_webhook_secret"].startswith("whsec_")
+    assert account["live_webhook_secret"].startswith("whsec_")
+    assert account["test_webhook_secret"] != account["live_webhook_secret"]
 
     base_url, cert = served
     context = ssl.create_default_context(cafile=os.fspath(cert))
@@ -122,3 +135,75 @@ def test_keys_can_be_listed_revoked_and_created_from_the_command_line(
         f"{base_url}/v1/verifications", verify=context, headers={"Authorization": f"Bearer {raw}"}
     )
     assert fresh.status_code == 200
+
+
+def signing_secrets(env: dict[str, str], account_id: str) -> dict[str, list[str]]:
+    """What signs the account's test and live events now, opened with the data dir's key."""
+    settings = Settings(
+        data_dir=Path(env["RELAY_DATA_DIR"]), database_url=env["RELAY_DATABASE_URL"]
+    )
+    keyring = Keyring(settings.code_secret())
+    now = datetime.now(UTC)
+
+    def of(livemode: bool) -> list[str]:
+        sealed = read_db(
+            settings,
+            lambda tx: account_store.active_webhook_secrets(
+                tx, account_id, livemode=livemode, now=now
+            ),
+        )
+        return [keyring.unseal(sealed_for, value) for sealed_for, value in sealed]
+
+    return {"test": of(False), "live": of(True)}
+
+
+def test_the_command_line_rolls_one_mode_s_webhook_secret_and_leaves_the_other_alone(
+    env: dict[str, str],
+) -> None:
+    created = relay("accounts", "create", "Roll", env=env).stdout
+    shown = dict(line.split(None, 1) for line in created.splitlines()[:6])
+    account_id = shown["id"]
+    assert signing_secrets(env, account_id) == {
+        "test": [shown["test_webhook_secret"]],
+        "live": [shown["live_webhook_secret"]],
+    }
+
+    roll = ["accounts", "roll-webhook-secret", account_id, "--overlap", "0", "--json"]
+    rolled = json.loads(relay(*roll, "--mode", "live", env=env).stdout)
+
+    assert rolled["mode"] == "live"
+    assert signing_secrets(env, account_id) == {
+        "test": [shown["test_webhook_secret"]],
+        "live": [rolled["webhook_secret"]],
+    }
+    # Which secret rolls is never guessed.
+    unnamed = subprocess.run([*RELAY, *roll], env=env, capture_output=True, text=True, timeout=120)
+    assert unnamed.returncode == 2
+    assert "--mode" in unnamed.stderr
+
+
+def test_the_demo_prints_the_secret_that_signs_its_test_events_labelled_as_such(
+    env: dict[str, str],
+) -> None:
+    port = free_port()
+    process = subprocess.Popen(
+        [*RELAY, "serve", "--demo", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    cert = Path(env["RELAY_DATA_DIR"]) / "tls" / "cert.pem"
+    try:
+        _wait_until_ready(f"https://127.0.0.1:{port}", cert, process)
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+    output = process.stdout.read() if process.stdout else ""
+    account_id = next(line.split()[-1] for line in output.splitlines() if "Demo account" in line)
+    [printed] = [line for line in output.splitlines() if "webhook secret" in line]
+    label, _, secret = printed.strip().rpartition(" ")
+    assert label.strip() == "webhook secret (test):"
+    signing = signing_secrets(env, account_id)
+    assert signing["test"] == [secret]
+    assert signing["live"] != [secret]

@@ -74,7 +74,8 @@ def test_a_full_scenario_logs_only_parseable_lines_without_secrets(
         "000000",
         key,
         serving.account["live_key"],
-        serving.account["webhook_secret"],
+        serving.account["test_webhook_secret"],
+        serving.account["live_webhook_secret"],
         "sk_test_" + "x" * 32,
         "receiver-token",
     ]

@@ -318,4 +318,5 @@ async def record_events(services: Services, url: str, count: int) -> tuple[str, 
             )
 
     await services.db.write(work)
-    return account.webhook_secret, [event.id for event in made]
+    # The events are test events (livemode false): the test secret signs them.
+    return account.test_webhook_secret, [event.id for event in made]

@@ -106,7 +106,7 @@ def test_a_2xx_answer_delivers_each_event_once_within_a_moment_signed_with_the_a
         [request] = receiver.for_event(event["id"])
         assert request.arrived - started < POLL / 2  # woken by the commit, not by a poll
         assert request.headers["content-type"] == "application/json"
-        verify(request.body, request.signature, account.webhook_secret)
+        verify(request.body, request.signature, account.test_webhook_secret)
         [attempt] = event["delivery_attempts"]
         assert (attempt["status_code"], attempt["error"]) == (200, None)
         assert 0 <= attempt["duration_ms"] < TIMEOUT * 1000
@@ -136,7 +136,7 @@ def test_a_failing_receiver_gets_three_retries_further_and_further_apart_then_th
         assert [r.path for r in requests] == [path] * 4  # a redirect is never followed
         assert len({r.body for r in requests}) == 1  # same id, same bytes
         for request in requests:
-            verify(request.body, request.signature, account.webhook_secret)
+            verify(request.body, request.signature, account.test_webhook_secret)
         # Lower bounds only: a stall of a loaded machine can stretch a gap, never shorten it.
         gaps = [b.arrived - a.arrived for a, b in pairwise(requests)]
         for gap, delay in zip(gaps, SCHEDULE, strict=True):
@@ -161,7 +161,7 @@ def test_a_retried_event_keeps_its_id_and_bytes_and_is_signed_afresh_each_time(
         stamps = [timestamp_of(r.signature) for r in requests]
         assert stamps == sorted(stamps)
         for request in requests:
-            verify(request.body, request.signature, account.webhook_secret)
+            verify(request.body, request.signature, account.test_webhook_secret)
 
 
 def test_an_endless_response_body_is_cut_short_and_a_200_still_counts_as_delivered(
@@ -273,7 +273,7 @@ def roll_secret(server: RunningServer, account: NewAccount, tmp_path: Path, over
     }
     command = [sys.executable, "-m", "relay.cli.main", "accounts", "roll-webhook-secret"]
     done = subprocess.run(
-        [*command, account.id, "--overlap", str(overlap), "--json"],
+        [*command, account.id, "--mode", "test", "--overlap", str(overlap), "--json"],
         env=env,
         capture_output=True,
         text=True,
@@ -281,10 +281,11 @@ def roll_secret(server: RunningServer, account: NewAccount, tmp_path: Path, over
         check=True,
     )
     rolled = json.loads(done.stdout)
-    assert set(rolled) == {"account_id", "webhook_secret", "previous_secrets_expire_at"}
+    assert set(rolled) == {"account_id", "mode", "webhook_secret", "previous_secrets_expire_at"}
+    assert rolled["mode"] == "test"
     secret: str = rolled["webhook_secret"]
     assert secret.startswith("whsec_")
-    assert secret != account.webhook_secret
+    assert secret != account.test_webhook_secret
     return secret
 
 
@@ -301,7 +302,7 @@ def test_during_a_secret_roll_deliveries_verify_with_either_secret_and_after_it_
     for event in settled(api, during["id"], 2):
         [request] = receiver.for_event(event["id"])
         assert request.signature.count("v1=") == 2
-        verify(request.body, request.signature, account.webhook_secret)
+        verify(request.body, request.signature, account.test_webhook_secret)
         verify(request.body, request.signature, new_secret)
 
     server.clock.advance(61)
@@ -311,4 +312,4 @@ def test_during_a_secret_roll_deliveries_verify_with_either_secret_and_after_it_
         assert request.signature.count("v1=") == 1
         verify(request.body, request.signature, new_secret)
         with pytest.raises(WebhookVerificationError):
-            verify(request.body, request.signature, account.webhook_secret)
+            verify(request.body, request.signature, account.test_webhook_secret)

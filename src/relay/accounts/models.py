@@ -12,6 +12,7 @@ import phonenumbers
 from relay.errors import InvalidRequest
 
 Mode = Literal["test", "live"]
+MODES: tuple[Mode, ...] = ("test", "live")
 MAX_ACTIVE_KEYS_PER_MODE = 2
 _KEY_SHAPE = re.compile(r"^sk_(test|live)_[A-Za-z0-9]{32}$")
 
@@ -119,7 +120,9 @@ class NewAccount:
     name: str
     test_key: str
     live_key: str
-    webhook_secret: str
+    # Test events and live events are signed with secrets of their own mode.
+    test_webhook_secret: str
+    live_webhook_secret: str
 
 
 def parse_country_list(text: str) -> frozenset[str] | None:

@@ -17,6 +17,7 @@ from relay.accounts.access import (
 )
 from relay.accounts.models import (
     MAX_ACTIVE_KEYS_PER_MODE,
+    MODES,
     ApiKey,
     Caller,
     Mode,
@@ -57,9 +58,7 @@ class AccountService:
         account_id = new_id("acct")
         test_key = generate_secret(key_prefix("test"))
         live_key = generate_secret(key_prefix("live"))
-        secret = generate_secret("whsec_")
-        secret_id = new_id("whs")
-        sealed = self._keyring.seal(secret_id, secret)
+        secrets = {mode: self._new_secret() for mode in MODES}
 
         async def work(tx: Tx) -> None:
             await store.insert_account(
@@ -67,12 +66,26 @@ class AccountService:
             )
             for raw in (test_key, live_key):
                 await _insert_key(tx, account_id, raw, now)
-            await store.insert_webhook_secret(
-                tx, secret_id=secret_id, account_id=account_id, sealed=sealed, now=now
-            )
+            for mode, (_, secret_id, sealed) in secrets.items():
+                await store.insert_webhook_secret(
+                    tx,
+                    secret_id=secret_id,
+                    account_id=account_id,
+                    livemode=mode == "live",
+                    sealed=sealed,
+                    now=now,
+                )
 
         await self._db.write(work)
-        return NewAccount(account_id, name, test_key, live_key, secret)
+        return NewAccount(
+            account_id, name, test_key, live_key, secrets["test"][0], secrets["live"][0]
+        )
+
+    def _new_secret(self) -> tuple[str, str, bytes]:
+        """A whsec_ secret, its id, and the secret sealed for that id."""
+        secret = generate_secret("whsec_")
+        secret_id = new_id("whs")
+        return secret, secret_id, self._keyring.seal(secret_id, secret)
 
     async def set_allowed_countries(
         self, account_id: str, countries: frozenset[str] | None
@@ -171,24 +184,31 @@ class AccountService:
         await self._notes.used(found.caller.key_id, now)
         return found.caller
 
-    async def roll_webhook_secret(self, account_id: str, *, overlap: float) -> tuple[str, datetime]:
-        """A new whsec_ secret (returned once) and when the previous ones stop signing.
+    async def roll_webhook_secret(
+        self, account_id: str, mode: Mode, *, overlap: float
+    ) -> tuple[str, datetime]:
+        """A new whsec_ secret for the mode's events (returned once) and when the
+        mode's previous ones stop signing; the other mode's secrets are untouched.
 
-        Until then every delivery carries one v1= per active secret, so
-        receivers can switch to the new secret without losing a delivery.
+        Until then every delivery of the mode carries one v1= per active
+        secret, so receivers can switch to the new secret without losing a delivery.
         """
         now = self._clock.now()
         ends = now + timedelta(seconds=overlap)
-        secret = generate_secret("whsec_")
-        secret_id = new_id("whs")
-        sealed = self._keyring.seal(secret_id, secret)
+        secret, secret_id, sealed = self._new_secret()
+        livemode = mode == "live"
 
         async def work(tx: Tx) -> None:
             if not await store.account_exists(tx, account_id):
                 raise ResourceMissing(f"No account {account_id}.")
-            await store.expire_webhook_secrets(tx, account_id, at=ends)
+            await store.expire_webhook_secrets(tx, account_id, livemode=livemode, at=ends)
             await store.insert_webhook_secret(
-                tx, secret_id=secret_id, account_id=account_id, sealed=sealed, now=now
+                tx,
+                secret_id=secret_id,
+                account_id=account_id,
+                livemode=livemode,
+                sealed=sealed,
+                now=now,
             )
 
         await self._db.write(work)

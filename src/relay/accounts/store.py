@@ -12,17 +12,19 @@ _INSERT_ACCOUNT = Sql(
 _ACCOUNT_EXISTS = Sql("SELECT id FROM accounts WHERE id = :id")
 _SET_ALLOWED_COUNTRIES = Sql("UPDATE accounts SET allowed_countries = :countries WHERE id = :id")
 _INSERT_WEBHOOK_SECRET = Sql(
-    "INSERT INTO webhook_secrets (id, account_id, sealed_secret, created_at)"
-    " VALUES (:id, :account, :sealed, :now)"
+    "INSERT INTO webhook_secrets (id, account_id, livemode, sealed_secret, created_at)"
+    " VALUES (:id, :account, :livemode, :sealed, :now)"
 )
-# Webhook delivery reads it for every attempt it signs.
+# Webhook delivery reads it for every attempt it signs. A copy opens under the
+# id of the secret it copies (`copied_from`), which sealed it.
 _ACTIVE_WEBHOOK_SECRETS = Sql(
-    "SELECT id, sealed_secret FROM webhook_secrets WHERE account_id = :account"
+    "SELECT COALESCE(copied_from, id) AS sealed_for, sealed_secret FROM webhook_secrets"
+    " WHERE account_id = :account AND livemode = :livemode"
     " AND (expires_at IS NULL OR expires_at > :now) ORDER BY id DESC"
 )
 _EXPIRE_WEBHOOK_SECRETS = Sql(
-    "UPDATE webhook_secrets SET expires_at = :at"
-    " WHERE account_id = :account AND (expires_at IS NULL OR expires_at > :at)"
+    "UPDATE webhook_secrets SET expires_at = :at WHERE account_id = :account"
+    " AND livemode = :livemode AND (expires_at IS NULL OR expires_at > :at)"
 )
 
 
@@ -40,19 +42,28 @@ async def set_allowed_countries(tx: Tx, account_id: str, countries: frozenset[st
 
 
 async def insert_webhook_secret(
-    tx: Tx, *, secret_id: str, account_id: str, sealed: bytes, now: datetime
+    tx: Tx, *, secret_id: str, account_id: str, livemode: bool, sealed: bytes, now: datetime
 ) -> None:
-    params = {"id": secret_id, "account": account_id, "sealed": sealed, "now": now}
+    params = {
+        "id": secret_id,
+        "account": account_id,
+        "livemode": livemode,
+        "sealed": sealed,
+        "now": now,
+    }
     await tx.execute(_INSERT_WEBHOOK_SECRET, params)
 
 
 async def active_webhook_secrets(
-    tx: Tx, account_id: str, *, now: datetime
+    tx: Tx, account_id: str, *, livemode: bool, now: datetime
 ) -> list[tuple[str, bytes]]:
-    rows = await tx.fetch(_ACTIVE_WEBHOOK_SECRETS, {"account": account_id, "now": now})
-    return [(row["id"], bytes(row["sealed_secret"])) for row in rows]
+    """The mode's active secrets, newest first: (the id each was sealed for, its sealed bytes)."""
+    params = {"account": account_id, "livemode": livemode, "now": now}
+    rows = await tx.fetch(_ACTIVE_WEBHOOK_SECRETS, params)
+    return [(row["sealed_for"], bytes(row["sealed_secret"])) for row in rows]
 
 
-async def expire_webhook_secrets(tx: Tx, account_id: str, *, at: datetime) -> int:
-    """End the account's active secrets at `at` (a roll's overlap), never later than set."""
-    return await tx.execute(_EXPIRE_WEBHOOK_SECRETS, {"account": account_id, "at": at})
+async def expire_webhook_secrets(tx: Tx, account_id: str, *, livemode: bool, at: datetime) -> int:
+    """End the mode's active secrets at `at` (a roll's overlap), never later than set."""
+    params = {"account": account_id, "livemode": livemode, "at": at}
+    return await tx.execute(_EXPIRE_WEBHOOK_SECRETS, params)

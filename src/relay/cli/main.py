@@ -72,10 +72,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     roll = accounts_commands.add_parser(
-        "roll-webhook-secret", help="create a new webhook signing secret (printed once)"
+        "roll-webhook-secret",
+        help="create a new webhook signing secret for one mode's events (printed once)",
     )
     _common(roll)
     roll.add_argument("account_id")
+    roll.add_argument(
+        "--mode",
+        choices=["test", "live"],
+        required=True,
+        help="whose secret: test events' or live events' (the other mode's is untouched)",
+    )
     roll.add_argument(
         "--overlap",
         type=float,
@@ -217,14 +224,17 @@ async def _manage(settings: Settings, args: argparse.Namespace) -> int:
                 "name": created.name,
                 "test_key": created.test_key,
                 "live_key": created.live_key,
-                "webhook_secret": created.webhook_secret,
+                "test_webhook_secret": created.test_webhook_secret,
+                "live_webhook_secret": created.live_webhook_secret,
             }
             if args.json:
                 print(json.dumps(payload))
             else:
-                print("\n".join(f"{k:15} {v}" for k, v in payload.items()))
+                print("\n".join(f"{k:19} {v}" for k, v in payload.items()))
                 print(
-                    "The keys and the secret are shown once; Relay keeps only hashes of the keys."
+                    "The keys and the secrets are shown once; Relay keeps only hashes of the keys."
+                    " Test events are signed with the test webhook secret, live events with the"
+                    " live one."
                 )
             return 0
         return await keys.run(services, args)
@@ -278,10 +288,11 @@ async def _roll_webhook_secret(services: Any, args: argparse.Namespace) -> int:
     from relay.clock import isoformat
 
     secret, ends = await services.accounts.roll_webhook_secret(
-        args.account_id, overlap=args.overlap
+        args.account_id, args.mode, overlap=args.overlap
     )
     payload = {
         "account_id": args.account_id,
+        "mode": args.mode,
         "webhook_secret": secret,
         "previous_secrets_expire_at": isoformat(ends),
     }
@@ -289,7 +300,10 @@ async def _roll_webhook_secret(services: Any, args: argparse.Namespace) -> int:
         print(json.dumps(payload))
     else:
         print("\n".join(f"{k:27} {v}" for k, v in payload.items()))
-        print("The secret is shown once. Until the previous one expires, both sign deliveries.")
+        print(
+            f"The secret is shown once and signs {args.mode} events only. Until the previous"
+            f" {args.mode} secret expires, both sign them."
+        )
     return 0
 
 

@@ -55,7 +55,12 @@ def demo_account(settings: Settings) -> dict[str, str]:
             made = await services.accounts.create_account("Demo", brand="Relay Demo")
         finally:
             await services.close()
-        return {"id": made.id, "test_key": made.test_key, "webhook_secret": made.webhook_secret}
+        # The demo prints a test key only: its events are signed with the test secret.
+        return {
+            "id": made.id,
+            "test_key": made.test_key,
+            "webhook_secret": made.test_webhook_secret,
+        }
 
     account = asyncio.run(create())
     path.touch(mode=0o600)
@@ -109,8 +114,8 @@ def _serve_on(sock: socket.socket, settings: Settings, *, demo: bool, workers: i
     if demo:
         account = demo_account(settings)
         print(f"Demo account {account['id']}")
-        print(f"  test key:       {account['test_key']}")
-        print(f"  webhook secret: {account['webhook_secret']}")
+        print(f"  test key:              {account['test_key']}")
+        print(f"  webhook secret (test): {account['webhook_secret']}")
     if workers > 1:
         return _serve_processes(sock, settings, paths, workers)
     app = create_app(build_services(settings))

@@ -84,11 +84,17 @@ webhook_secrets = Table(
     metadata,
     Column("id", String(40), primary_key=True),
     Column("account_id", String(40), ForeignKey("accounts.id"), nullable=False),
+    # Migration 0012. Events of a mode are signed with that mode's secrets only:
+    # a test key must not learn or roll what signs live events.
+    Column("livemode", Boolean, nullable=False),
     # Sealed with the server key: signing needs the secret itself, a hash would not do.
     Column("sealed_secret", LargeBinary, nullable=False),
+    # The sealed bytes are bound to the id they were sealed under: the row's own,
+    # or for a copy (a secret copied to live mode by migration 0012) this one's.
+    Column("copied_from", String(40)),
     Column("created_at", UtcDateTime, nullable=False),
     Column("expires_at", UtcDateTime),
-    Index("ix_webhook_secrets_account", "account_id"),
+    Index("ix_webhook_secrets_account", "account_id", "livemode"),
 )
 
 _PENDING_EXPIRY = "status = 'pending' AND expires_at IS NOT NULL"

@@ -147,17 +147,20 @@ class DeliveryWorker:
         if not claims:
             return
         # Read once per batch, still afresh for each attempt: a rolled secret
-        # signs from the next claim on.
+        # signs from the next claim on. Each event is signed with its own
+        # mode's secrets only.
         signing = {
-            account_id: await self._events.signing_secrets(account_id)
-            for account_id in {claim.account_id for claim in claims}
+            (account_id, livemode): await self._events.signing_secrets(
+                account_id, livemode=livemode
+            )
+            for account_id, livemode in {(claim.account_id, claim.livemode) for claim in claims}
         }
         for claim in claims:
             key = endpoint(claim.webhook_url)
             self._endpoints[key] += 1
             self._held[claim.event_id] = claim
             task = asyncio.create_task(
-                self._attempt(claim, signing[claim.account_id]),
+                self._attempt(claim, signing[claim.account_id, claim.livemode]),
                 name=f"relay-webhook-{claim.event_id}",
             )
             self._sending[claim.event_id] = task

@@ -70,7 +70,7 @@ _TAKE = (
     "UPDATE events SET attempt_count = attempt_count + 1, lease_owner = :owner,"
     " lease_until = :lease_until WHERE {ids} AND "
     + _LEASABLE
-    + " RETURNING id, account_id, webhook_url, payload, attempt_count"
+    + " RETURNING id, account_id, livemode, webhook_url, payload, attempt_count"
 )
 _CLAIM = Sql(_TAKE.format(ids=_IDS), postgres=_TAKE.format(ids=_PG_IDS))
 _GIVE_UP = (
@@ -131,7 +131,13 @@ async def take(
 def _claim_of(row: Row, owner: str) -> Claim:
     payload = str(row["payload"]).encode()
     return Claim(
-        row["id"], row["account_id"], row["webhook_url"], payload, row["attempt_count"], owner
+        row["id"],
+        row["account_id"],
+        row["webhook_url"],
+        payload,
+        row["attempt_count"],
+        owner,
+        bool(row["livemode"]),
     )
 
 

@@ -38,7 +38,8 @@ async def replay(events: EventService, scope: Scope, event_id: str) -> AttemptRe
         raise InvalidRequest("This event has no webhook_url: there is nothing to replay.")
     if row["delivery_status"] == "pending":
         raise InvalidRequest("This delivery is still being retried; wait for it to finish.")
-    secrets = await events.signing_secrets(scope.account_id)
+    # The event was read within the scope's mode: its own mode's secrets sign it.
+    secrets = await events.signing_secrets(scope.account_id, livemode=scope.livemode)
     payload = str(row["payload"]).encode()
     at = events.now()
     if not secrets:

@@ -104,10 +104,14 @@ class EventService:
             )
         )
 
-    async def signing_secrets(self, account_id: str) -> list[str]:
-        """The account's active whsec_ secrets, newest first, read afresh for each attempt."""
+    async def signing_secrets(self, account_id: str, *, livemode: bool) -> list[str]:
+        """The active whsec_ secrets of the account's events of one mode, newest
+        first, read afresh for each attempt. Never the other mode's: a test
+        secret must not sign a live event."""
         now = self._clock.now()
         sealed = await self._db.read(
-            lambda tx: account_store.active_webhook_secrets(tx, account_id, now=now)
+            lambda tx: account_store.active_webhook_secrets(
+                tx, account_id, livemode=livemode, now=now
+            )
         )
-        return [self._keyring.unseal(secret_id, value) for secret_id, value in sealed]
+        return [self._keyring.unseal(sealed_for, value) for sealed_for, value in sealed]

@@ -119,6 +119,7 @@ class Claim:
     payload: bytes
     number: int  # 1 for the first attempt
     owner: str
+    livemode: bool  # whose secrets sign it: the event's own mode's
 
 
 @dataclass(frozen=True)

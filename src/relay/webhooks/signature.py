@@ -1,9 +1,10 @@
 """The `Relay-Signature` header: `t=<unix>, v1=<hex>[, v1=<hex>...]`.
 
 `v1` is the hex HMAC-SHA256 of `f"{t}."` followed by the raw body, keyed by
-the UTF-8 bytes of the signing secret (its `whsec_` prefix included). During
-a secret roll there is one `v1` per active secret, so receivers holding
-either secret accept the delivery.
+the UTF-8 bytes of the signing secret (its `whsec_` prefix included). The
+secrets are those of the event's mode, never the other mode's: a test secret
+must not sign a live event. During a secret roll there is one `v1` per active
+secret of that mode, so receivers holding either secret accept the delivery.
 """
 
 from __future__ import annotations

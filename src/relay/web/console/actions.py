@@ -7,13 +7,22 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from relay.accounts.models import MODES, Mode
 from relay.console import timeline
 from relay.console.scope import View
 from relay.errors import RelayError
 from relay.events.replay import replay
 from relay.ids import is_id
 from relay.web.console.auth import Console, acting, caller_for, current
-from relay.web.console.pages import HEADERS, button_form, e, notice, page, refusal
+from relay.web.console.pages import (
+    HEADERS,
+    button_form,
+    csrf_field,
+    e,
+    notice,
+    page,
+    refusal,
+)
 from relay.web.console.session import Session
 
 # The overlap the CLI's roll-webhook-secret gives by default.
@@ -56,50 +65,87 @@ async def replay_delivery(console: Console, request: Request) -> Response:
 async def account_page(console: Console, request: Request) -> Response:
     session = await current(console, request)
     if session.is_admin:
-        body = "<p>Roll an account's webhook signing secret:</p>" + _roll_form(session, None)
+        looking_at = request.query_params.get("account") or ""
+        body = (
+            "<p>Test events and live events are signed with secrets of their own mode."
+            " Roll an account's test-mode or live-mode webhook signing secret:</p>"
+            + _admin_roll_form(session, looking_at)
+        )
     else:
+        mode = _mode(bool(session.livemode))
+        other = _mode(not session.livemode)
         body = (
             f"<p>Account <code>{e(session.account_id)}</code>. API keys are on the"
-            ' <a href="/console/keys">Keys</a> page.</p><h2>Webhook signing secret</h2>'
+            ' <a href="/console/keys">Keys</a> page.</p>'
+            f'<h2 id="secret-mode">Webhook signing secret: {mode} mode</h2>'
+            f"<p>It signs this account's {mode} events. {other.capitalize()} events are"
+            f" signed with a {other}-mode secret of their own, which only a {other}-key"
+            " session, an admin or the CLI can roll.</p>"
             "<p>A new secret is shown once; the previous one keeps signing for 24 hours,"
             " so receivers can switch without losing a delivery.</p>"
-            + _roll_form(session, session.account_id)
+            + button_form(
+                "/console/actions/roll-secret",
+                session,
+                f"Roll {mode} webhook secret",
+                {"account_id": session.account_id or "", "mode": mode},
+            )
         )
     return page("Account", body, session=session, here="account")
 
 
-def _roll_form(session: Session, account_id: str | None) -> str:
-    if account_id is not None:
-        return button_form(
-            "/console/actions/roll-secret",
-            session,
-            "Roll webhook secret",
-            {"account_id": account_id},
-        )
+def _admin_roll_form(session: Session, account_id: str) -> str:
+    buttons = "".join(
+        f' <button type="submit" name="mode" value="{mode}" id="roll-{mode}">'
+        f"Roll {mode} webhook secret</button>"
+        for mode in MODES
+    )
     return (
         '<form method="post" action="/console/actions/roll-secret">'
-        f'<input type="hidden" name="csrf" value="{e(session.csrf)}">'
-        '<input type="text" name="account_id" placeholder="acct_…">'
-        ' <button type="submit">Roll webhook secret</button></form>'
+        f"{csrf_field(session)}"
+        f'<input type="text" name="account_id" placeholder="acct_…" value="{e(account_id)}">'
+        f"{buttons}</form>"
     )
+
+
+def _mode(livemode: bool) -> Mode:
+    return "live" if livemode else "test"
 
 
 async def roll_secret(console: Console, request: Request) -> Response:
     session, fields = await acting(console, request)
-    account_id = session.account_id if not session.is_admin else fields.get("account_id", "")
-    if account_id is None or not is_id(account_id, "acct"):
-        return page("Refused", refusal("Name an account id (acct_…)."), session=session, status=400)
+    asked = fields.get("mode")
+    if session.is_admin:
+        account_id = fields.get("account_id", "")
+        if asked not in MODES:
+            return _refused(session, "Choose whose secret to roll: test or live.", 400)
+        mode: Mode = "live" if asked == "live" else "test"
+    else:
+        # A key session rolls its own mode's secret only: a test key must never
+        # reach what signs live events, whatever the form says.
+        account_id = session.account_id or ""
+        mode = _mode(bool(session.livemode))
+        if asked is not None and asked != mode:
+            return _refused(
+                session, f"A {mode}-key session sees and rolls only the {mode}-mode secret.", 403
+            )
+    if not is_id(account_id, "acct"):
+        return _refused(session, "Name an account id (acct_…).", 400)
     try:
         secret, ends = await console.services.accounts.roll_webhook_secret(
-            account_id, overlap=SECRET_OVERLAP
+            account_id, mode, overlap=SECRET_OVERLAP
         )
     except RelayError as refused:
-        return page("Refused", refusal(refused.message), session=session, status=404)
-    body = notice("New webhook signing secret, shown this once:") + (
-        f'<p><code class="secret" id="new-secret">{e(secret)}</code></p>'
-        f"<p>The previous secret keeps signing until {e(ends)}.</p>"
+        return _refused(session, refused.message, 404)
+    body = notice(f"New {mode}-mode webhook signing secret of {account_id}, shown this once:") + (
+        f'<p><code class="secret" id="new-secret" data-mode="{mode}">{e(secret)}</code></p>'
+        f"<p>It signs {mode} events only. The previous {mode}-mode secret keeps signing"
+        f" them until {e(ends)}.</p>"
     )
-    return page("Webhook secret rolled", body, session=session, here="account")
+    return page(f"Webhook secret rolled ({mode})", body, session=session, here="account")
+
+
+def _refused(session: Session, message: str, status: int) -> Response:
+    return page("Refused", refusal(message), session=session, status=status)
 
 
 async def _subject(
