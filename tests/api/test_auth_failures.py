@@ -8,12 +8,14 @@ import socket
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from ipaddress import ip_address
 
 import httpx
 import pytest
 
 from relay.accounts import key_store
 from relay.services import build_services
+from relay.web.peers import limit_key
 from relay.web.ratelimit import LocalMovingWindow, RequestRateLimiter, window_item
 from tests.harness import RunningServer, ServerThread, create_account, read_db, run, test_settings
 
@@ -186,3 +188,11 @@ def _stored_key(server: RunningServer, key_id: str) -> key_store.ApiKey:
     found = read_db(server.settings, lambda tx: key_store.key(tx, key_id, now=datetime.now(UTC)))
     assert found is not None
     return found
+
+
+def test_an_ipv6_client_is_counted_by_its_slash_64() -> None:
+    one, other = ip_address("2001:db8:1:2::1"), ip_address("2001:db8:1:2:ffff::9")
+    assert limit_key(one) == limit_key(other) == "2001:db8:1:2::/64"
+    assert limit_key(ip_address("2001:db8:1:3::1")) != limit_key(one)
+    assert limit_key(ip_address("::ffff:192.0.2.7")) == limit_key(ip_address("192.0.2.7"))
+    assert limit_key(None) == "unknown"
