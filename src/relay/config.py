@@ -77,6 +77,10 @@ class Settings(BaseSettings):
     rate_limit: float = Field(100.0, gt=0)
     rate_limit_burst: int = Field(200, ge=1)
     rate_limit_storage: str = "memory://"
+    # Failed authentications (401s) per client address on /v1/, before a 429; a
+    # valid key's requests never count. The same moving window as `rate_limit`.
+    auth_failure_rate: float = Field(5.0, gt=0)
+    auth_failure_burst: int = Field(300, ge=1)
     idempotency_lease: float = Field(60.0, gt=0, le=3600)
     number_verifications_per_hour: int = Field(10, ge=1)
     number_failed_checks_per_day: int = Field(20, ge=1)
@@ -119,9 +123,15 @@ class Settings(BaseSettings):
     admin_token: str | None = Field(None, min_length=16)
     # Seconds a console session lasts from sign-in.
     console_session_seconds: int = Field(1800, ge=60, le=86400)
-    # Sign-in attempts per client address: the same moving window as the API's limit.
+    # Failed sign-ins per client address: the same moving window as the API's limit.
     console_signin_rate: float = Field(0.2, gt=0)
     console_signin_burst: int = Field(5, ge=1)
+    # Failed sign-ins with a key of one mode (sk_test_, sk_live_), from every address
+    # together: what spreading guesses over many addresses gains at most.
+    console_signin_prefix_rate: float = Field(1.0, gt=0)
+    console_signin_prefix_burst: int = Field(60, ge=1)
+    # Strict-Transport-Security max-age on every HTTPS answer; 0 sends none.
+    hsts_seconds: int = Field(31_536_000, ge=0)
 
     @field_validator(
         "trusted_proxies",

@@ -346,3 +346,20 @@ destination_blocks = Table(
     Column("blocked_until", UtcDateTime, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
 )
+
+console_sessions = Table(
+    "console_sessions",
+    metadata,
+    # SHA-256 of the session id the cookie carries: a copy of this table opens no session.
+    Column("id_hash", String(64), primary_key=True),
+    # "key": one account in one mode, through key_id; "admin": every account.
+    Column("kind", String(8), nullable=False),
+    Column("account_id", String(40), ForeignKey("accounts.id")),
+    Column("livemode", Boolean),
+    Column("key_id", String(40), ForeignKey("api_keys.id")),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("expires_at", UtcDateTime, nullable=False),
+    # Set by signing out, or when the session's key stops answering: refused from then on.
+    Column("ended_at", UtcDateTime),
+    Index("ix_console_sessions_expires", "expires_at"),
+)

@@ -81,6 +81,7 @@ def create_app(services: Services, *, background: bool = True) -> Starlette:
         EdgeMiddleware,
         trusted_proxies=services.settings.trusted_proxies,
         route_name=RouteNames(app.routes),
+        hsts_seconds=services.settings.hsts_seconds,
     )
     return app
 

@@ -9,12 +9,9 @@ from relay.carriers.routing import ERROR_MESSAGES
 from relay.web.error_guide import GUIDE
 from relay.web.errors import status_and_type
 
-_STYLE = (
-    "body{font:15px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}"
-    "code{background:#f3f3f3;padding:0 .2rem}table{border-collapse:collapse;width:100%}"
-    "td,th{border-bottom:1px solid #ddd;padding:.3rem;text-align:left;vertical-align:top}"
-    "h3{margin-top:2rem}pre{background:#f3f3f3;padding:.5rem;overflow-x:auto}"
-)
+# The console's stylesheet: the pages' Content-Security-Policy (relay.web.middleware)
+# allows styles from this server's files only, never inline.
+STYLESHEET = "/console/static/console.css"
 
 
 def _subclasses(cls: type[e.RelayError]) -> list[type[e.RelayError]]:
@@ -49,7 +46,8 @@ def inline(text: str) -> str:
 def page(title: str, body: str) -> str:
     return (
         f"<!doctype html><html lang=en><meta charset=utf-8><title>{html.escape(title)}</title>"
-        f"<style>{_STYLE}</style><body><h1>{html.escape(title)}</h1>{body}</body></html>"
+        f'<link rel="stylesheet" href="{STYLESHEET}"><body><main>'
+        f"<h1>{html.escape(title)}</h1>{body}</main></body></html>"
     )
 
 

@@ -94,8 +94,9 @@ GUIDE: Mapping[str, tuple[str, str]] = {
         "Use a new key for a new request.",
     ),
     "rate_limited": (
-        "The key sent more requests per second than its rate allows.",
-        "Wait for `Retry-After` seconds; spread requests out.",
+        "The key sent more requests per second than its rate allows, or requests from"
+        " this address failed to authenticate too often.",
+        "Wait for `Retry-After` seconds; spread requests out; fix the key being sent.",
     ),
     "max_sends_reached": (
         "This verification was sent the maximum number of times (`max_sends`).",

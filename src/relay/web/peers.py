@@ -51,6 +51,18 @@ def client_address(scope: Scope, trusted_proxies: Sequence[IpNetwork]) -> IpAddr
     return peer
 
 
+def limit_key(client: IpAddress | None) -> str:
+    """What a per-client limit counts under: the address, or for IPv6 its /64, since one
+    host commonly holds a whole /64 and could otherwise pick a fresh address per try."""
+    if client is None:
+        return "unknown"
+    if isinstance(client, ipaddress.IPv6Address):
+        if client.ipv4_mapped is not None:
+            return str(client.ipv4_mapped)
+        return str(ipaddress.IPv6Network((client, 64), strict=False))
+    return str(client)
+
+
 def _trusted(address: IpAddress, networks: Sequence[IpNetwork]) -> bool:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped

@@ -1,4 +1,5 @@
-"""Per-key request rate limit, shared by every Relay process when the storage is Redis.
+"""Per-key request rate limit and per-address budget of failed authentications,
+shared by every Relay process when the storage is Redis.
 
 Algorithm: a moving window, from the `limits` library when the storage is shared
 (Redis) and `LocalMovingWindow` in memory, sized like a token bucket
@@ -15,17 +16,19 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
+from collections.abc import Callable
 
 from limits import RateLimitItem, RateLimitItemPerSecond
 from limits.aio.storage import Storage
 from limits.aio.strategies import MovingWindowRateLimiter
 from limits.storage import storage_from_string
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from relay.errors import RateLimited
 from relay.services import Services
 from relay.web.callers import base_url, scope_caller
 from relay.web.errors import error_response
+from relay.web.peers import client_address, limit_key
 
 
 def window_item(rate: float, burst: int) -> RateLimitItem:
@@ -48,32 +51,83 @@ class LocalMovingWindow:
     `limits`' in-memory async storage hands its expiry scan to a worker thread
     (`asyncio.to_thread`) on nearly every hit; that hop cost 0.1 to 0.3 ms of
     every request (bench/in_process.py). This keeps the identical rule with no
-    thread and no timer.
+    thread and no timer. A key whose hits have all left the window is dropped,
+    at the latest one window after its last hit: a sweep runs at most once per
+    window, so the memory held is bounded by the keys seen in the last two
+    windows, not by every key (client address) ever seen.
     """
 
     def __init__(self, item: RateLimitItem) -> None:
         self.limit = item.amount
         self.window = float(item.get_expiry())
         self._hits: dict[str, deque[float]] = {}
+        self._next_sweep = -math.inf
+
+    def __len__(self) -> int:
+        """How many keys are held."""
+        return len(self._hits)
 
     def acquire(self, key: str, *, now: float) -> int | None:
-        """None if a request at `now` (seconds) fits; otherwise whole seconds until one does."""
+        """None if a request at `now` (seconds) fits, and counts it; otherwise whole seconds
+        until one does."""
+        self._sweep(now)
         hits = self._hits.setdefault(key, deque())
-        start = now - self.window
-        while hits and hits[0] <= start:
-            hits.popleft()
+        _slide(hits, now - self.window)
         if len(hits) < self.limit:
             hits.append(now)
             return None
         return max(1, math.ceil(hits[0] + self.window - now))
 
+    def wait(self, key: str, *, now: float) -> int | None:
+        """What `acquire` would answer at `now`, without counting anything."""
+        self._sweep(now)
+        hits = self._hits.get(key)
+        if hits is None:
+            return None
+        _slide(hits, now - self.window)
+        if not hits:
+            del self._hits[key]
+            return None
+        if len(hits) < self.limit:
+            return None
+        return max(1, math.ceil(hits[0] + self.window - now))
+
+    def _sweep(self, now: float) -> None:
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + self.window
+        start = now - self.window
+        for key in [key for key, hits in self._hits.items() if not hits or hits[-1] <= start]:
+            del self._hits[key]
+
+
+def _slide(hits: deque[float], start: float) -> None:
+    while hits and hits[0] <= start:
+        hits.popleft()
+
 
 class RequestRateLimiter:
-    def __init__(self, *, rate: float, burst: int, storage_uri: str) -> None:
+    """A moving window per key, in this process or in the shared storage (Redis).
+
+    `clock` gives the seconds the in-process window counts in (monotonic); tests
+    move it. A shared storage counts on its own wall time.
+    """
+
+    def __init__(
+        self,
+        *,
+        rate: float,
+        burst: int,
+        storage_uri: str,
+        namespace: str = "relay-key",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.item = window_item(rate, burst)
         self._uri = async_storage_uri(storage_uri)
+        self._namespace = namespace
+        self._clock = clock
         self._limiter: MovingWindowRateLimiter | None = None
-        self._local = LocalMovingWindow(self.item) if _is_memory(storage_uri) else None
+        self.local = LocalMovingWindow(self.item) if _is_memory(storage_uri) else None
 
     def _strategy(self) -> MovingWindowRateLimiter:
         # Built on first use, inside the server's event loop, which the storage binds to.
@@ -84,17 +138,41 @@ class RequestRateLimiter:
         return self._limiter
 
     async def acquire(self, key: str) -> int | None:
-        """None if the request may run; otherwise whole seconds until one may."""
-        if self._local is not None:
-            return self._local.acquire(key, now=time.monotonic())
+        """None if the request may run (it is counted); otherwise whole seconds until one may."""
+        if self.local is not None:
+            return self.local.acquire(key, now=self._clock())
         limiter = self._strategy()
-        if await limiter.hit(self.item, "relay-key", key):
+        if await limiter.hit(self.item, self._namespace, key):
             return None
-        stats = await limiter.get_window_stats(self.item, "relay-key", key)
+        return await self._reset(limiter, key)
+
+    async def wait(self, key: str) -> int | None:
+        """What `acquire` would answer, without counting: for budgets spent only by failures."""
+        if self.local is not None:
+            return self.local.wait(key, now=self._clock())
+        limiter = self._strategy()
+        if await limiter.test(self.item, self._namespace, key):
+            return None
+        return await self._reset(limiter, key)
+
+    async def _reset(self, limiter: MovingWindowRateLimiter, key: str) -> int:
+        stats = await limiter.get_window_stats(self.item, self._namespace, key)
         return max(1, math.ceil(stats.reset_time - time.time()))
 
 
+_FAILURES_REFUSED = (
+    "Too many requests from this address failed to authenticate; wait for Retry-After seconds."
+)
+
+
 class RateLimitMiddleware:
+    """For /v1/: failed authentications per client address, then requests per key.
+
+    A client address over its budget of failed authentications (401s) is refused
+    before its key is looked up, so guessing keys costs no database read; a
+    request whose key is accepted is never counted there.
+    """
+
     def __init__(self, app: ASGIApp, *, services: Services) -> None:
         self.app = app
         self.services = services
@@ -104,13 +182,42 @@ class RateLimitMiddleware:
             burst=settings.rate_limit_burst,
             storage_uri=settings.rate_limit_storage,
         )
+        self.failures = RequestRateLimiter(
+            rate=settings.auth_failure_rate,
+            burst=settings.auth_failure_burst,
+            storage_uri=settings.rate_limit_storage,
+            namespace="relay-auth-failure",
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
-            caller = await scope_caller(scope, self.services)
-            wait = None if caller is None else await self.limiter.acquire(caller.key_id)
-            if wait is not None:
-                refusal = error_response(RateLimited(retry_after=wait), base_url=base_url(scope))
-                await refusal(scope, receive, send)
-                return
+        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
+            await self.app(scope, receive, send)
+            return
+        client = limit_key(client_address(scope, self.services.settings.trusted_proxies))
+        wait = await self.failures.wait(client)
+        if wait is None:
+            await self._limited(scope, receive, self._counting_failures(send, client))
+            return
+        refusal = RateLimited(_FAILURES_REFUSED, retry_after=wait)
+        await error_response(refusal, base_url=base_url(scope))(scope, receive, send)
+
+    async def _limited(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = await scope_caller(scope, self.services)
+        wait = None if caller is None else await self.limiter.acquire(caller.key_id)
+        if wait is not None:
+            refusal = error_response(RateLimited(retry_after=wait), base_url=base_url(scope))
+            await refusal(scope, receive, send)
+            return
         await self.app(scope, receive, send)
+
+    def _counting_failures(self, send: Send, client: str) -> Send:
+        """`send`, counting a 401 answer against the client's budget: whichever layer
+        refused the key, the answer says so."""
+
+        async def counting(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 401:
+                await self.failures.acquire(client)
+            await send(message)
+
+        return counting
+

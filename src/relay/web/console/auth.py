@@ -1,10 +1,13 @@
 """Signing in and out, and what every console request checks first.
 
 A key session sees its own account in the key's mode; an admin session (the
-`admin_token` setting) sees every account. Sign-ins are limited per client
-address with the API's own moving-window limiter, so guessing keys here is no
-faster than against the API. Every POST must come from this origin (Origin
-header) and, once signed in, carry the session's CSRF token.
+`admin_token` setting) sees every account. Failed sign-ins are limited with the
+API's own moving-window limiter, per client address (as `trusted_proxies`
+resolve it) and per key prefix across every address, so guessing keys here is
+no faster than against the API; a sign-in that succeeds never counts, so an
+office behind one address signs in as often as it likes. Every POST must come
+from this origin (Origin header) and, once signed in, carry the session's CSRF
+token.
 """
 
 from __future__ import annotations
@@ -22,28 +25,39 @@ from relay.console.scope import View
 from relay.errors import AuthenticationFailed, ResourceMissing
 from relay.services import Services
 from relay.web.callers import base_url
-from relay.web.console.pages import HEADERS, e, page, refusal
+from relay.web.console.pages import e, page, refusal
 from relay.web.console.session import COOKIE, Session, Sessions, csrf_matches
-from relay.web.peers import client_address
+from relay.web.peers import client_address, limit_key
 from relay.web.ratelimit import RequestRateLimiter
+
+_KEY_PREFIXES = ("sk_test_", "sk_live_")
 
 
 @dataclass
 class Console:
     services: Services
     sessions: Sessions
+    # Failed sign-ins per client address, and per key prefix from every address.
     signins: RequestRateLimiter
+    prefixes: RequestRateLimiter
 
     @classmethod
     def of(cls, services: Services) -> Console:
         settings = services.settings
         return cls(
             services,
-            Sessions(settings),
+            Sessions(settings, services.db),
             RequestRateLimiter(
                 rate=settings.console_signin_rate,
                 burst=settings.console_signin_burst,
                 storage_uri=settings.rate_limit_storage,
+                namespace="relay-console-signin",
+            ),
+            RequestRateLimiter(
+                rate=settings.console_signin_prefix_rate,
+                burst=settings.console_signin_prefix_burst,
+                storage_uri=settings.rate_limit_storage,
+                namespace="relay-console-signin-prefix",
             ),
         )
 
@@ -66,20 +80,25 @@ def same_origin(request: Request) -> bool:
     return origin is not None and origin == base_url(request.scope)
 
 
-def _session(console: Console, request: Request) -> Session | None:
-    """The cookie's session, checked against the services' clock (tests move it)."""
-    now = console.services.clock.now().timestamp()
-    return console.sessions.read(request.cookies.get(COOKIE), now=now)
+def _now(console: Console) -> float:
+    """The services' clock, in seconds (tests move it)."""
+    return console.services.clock.now().timestamp()
+
+
+async def _session(console: Console, request: Request) -> Session | None:
+    return await console.sessions.read(request.cookies.get(COOKIE), now=_now(console))
 
 
 async def current(console: Console, request: Request) -> Session:
     """The request's live session, or Refused with the sign-in page."""
-    session = _session(console, request)
+    session = await _session(console, request)
     if (
         session is not None
         and not session.is_admin
         and not await _key_answers(console, session, request)
     ):
+        # Ended for good: the key answering again (a range widened) does not reopen it.
+        await console.sessions.end(session, now=_now(console))
         session = None
     if session is None:
         expired = COOKIE in request.cookies
@@ -150,37 +169,40 @@ def _signin_page(problem: str | None = None, *, status: int = 200) -> Response:
 
 
 async def signin_page(console: Console, request: Request) -> Response:
-    session = _session(console, request)
+    session = await _session(console, request)
     if session is not None:
-        return RedirectResponse("/console/overview", status_code=303, headers=HEADERS)
+        return RedirectResponse("/console/overview", status_code=303)
     return _signin_page()
 
 
 async def sign_in(console: Console, request: Request) -> Response:
     if not same_origin(request):
         return _signin_page("Sign in from this server's own page.", status=403)
-    client = request.client.host if request.client else "unknown"
-    wait = await console.signins.acquire(f"console-signin:{client}")
-    if wait is not None:
+    secret = (await form(request)).get("secret", "").strip()
+    budgets = _budgets(console, request, secret)
+    waits = [wait for limiter, key in budgets if (wait := await limiter.wait(key)) is not None]
+    if waits:
+        wait = max(waits)
         return page(
             "Sign in",
-            refusal(f"Too many sign-in attempts; try again in {wait} s."),
+            refusal(f"Too many failed sign-ins; try again in {wait} s."),
             status=429,
             headers={"Retry-After": str(wait)},
         )
-    secret = (await form(request)).get("secret", "").strip()
-    now = console.services.clock.now().timestamp()
+    now = _now(console)
     admin = console.services.settings.admin_token
     if admin and hmac.compare_digest(secret.encode(), admin.encode()):
-        _, cookie = console.sessions.issue(kind="admin", now=now)
+        _, cookie = await console.sessions.issue(kind="admin", now=now)
         return _signed_in(console, cookie)
     try:
         caller = await console.services.accounts.authenticate(
             secret or None, _client(console, request)
         )
     except AuthenticationFailed:
+        for limiter, key in budgets:
+            await limiter.acquire(key)
         return _signin_page("That key or token was not accepted.", status=401)
-    _, cookie = console.sessions.issue(
+    _, cookie = await console.sessions.issue(
         kind="key",
         now=now,
         account_id=caller.account_id,
@@ -190,8 +212,20 @@ async def sign_in(console: Console, request: Request) -> Response:
     return _signed_in(console, cookie)
 
 
+def _budgets(
+    console: Console, request: Request, secret: str
+) -> list[tuple[RequestRateLimiter, str]]:
+    """The budgets a failed sign-in with `secret` spends: its client's, and for what
+    looks like a key, its prefix's (the part of a key that is not secret)."""
+    budgets = [(console.signins, limit_key(_client(console, request)))]
+    prefix = next((p for p in _KEY_PREFIXES if secret.startswith(p)), None)
+    if prefix is not None:
+        budgets.append((console.prefixes, prefix))
+    return budgets
+
+
 def _signed_in(console: Console, cookie: str) -> Response:
-    response = RedirectResponse("/console/overview", status_code=303, headers=HEADERS)
+    response = RedirectResponse("/console/overview", status_code=303)
     response.set_cookie(
         COOKIE,
         cookie,
@@ -205,7 +239,8 @@ def _signed_in(console: Console, cookie: str) -> Response:
 
 
 async def sign_out(console: Console, request: Request) -> Response:
-    await acting(console, request)
+    session, _ = await acting(console, request)
+    await console.sessions.end(session, now=_now(console))
     response = page(
         "Signed out", f'<p>{e("You are signed out.")} <a href="/console">Sign in</a></p>'
     )

@@ -11,20 +11,11 @@ from starlette.responses import HTMLResponse, Response
 
 from relay.clock import isoformat
 from relay.web.console.session import Session
+from relay.web.middleware import PAGE_HEADERS
 
-# No script at all, styles from our own file only, forms posting only here.
-CSP = (
-    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self';"
-    " frame-ancestors 'none'; base-uri 'none'"
-)
-HEADERS = {
-    "Content-Security-Policy": CSP,
-    "X-Content-Type-Options": "nosniff",
-    # Not no-referrer: with it, Chromium sends `Origin: null` on our own form posts.
-    "Referrer-Policy": "same-origin",
-    "Cache-Control": "no-store",
-    "X-Frame-Options": "DENY",
-}
+# The edge middleware sends these on every console and docs answer; a route that
+# names one of them (the stylesheet's Cache-Control) sends its own value instead.
+HEADERS = PAGE_HEADERS
 _NAV = (
     ("overview", "/console/overview", "Overview"),
     ("lookup", "/console/lookup", "Look-up"),
@@ -69,7 +60,7 @@ def page(
         '<link rel="stylesheet" href="/console/static/console.css"></head>'
         f"<body>{nav}<main><h1>{e(title)}</h1>{body}</main></body></html>"
     )
-    return HTMLResponse(html, status_code=status, headers={**HEADERS, **(headers or {})})
+    return HTMLResponse(html, status_code=status, headers=headers)
 
 
 def _who(session: Session) -> str:
