@@ -220,4 +220,3 @@ class RateLimitMiddleware:
             await send(message)
 
         return counting
-
