@@ -124,7 +124,9 @@ class RateLimitMiddleware:
             caller = await scope_caller(scope, self.services)
             wait = None if caller is None else await self.limiter.acquire(caller.key_id)
             if wait is not None:
-                refusal = error_response(RateLimited(retry_after=wait), base_url=base_url(scope))
+                refusal = error_response(
+                    RateLimited(retry_after=wait), base_url=base_url(scope, self.services.settings)
+                )
                 await refusal(scope, receive, send)
                 return
         await self.app(scope, receive, send)
