@@ -16,6 +16,8 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from relay.private_files import private_dir, write_private
+
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
@@ -167,9 +169,8 @@ class Settings(BaseSettings):
             return self.code_key.encode()
         path = self.data_dir / "code.key"
         if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.touch(mode=0o600, exist_ok=True)
-            path.write_text(secrets.token_urlsafe(48))
+            private_dir(path.parent)
+            write_private(path, secrets.token_urlsafe(48).encode())
         return path.read_text().strip().encode()
 
 

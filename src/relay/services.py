@@ -20,6 +20,7 @@ from relay.events.service import DeliverySettings, EventService
 from relay.idempotency.service import IdempotencyKeys
 from relay.messages.sending import MessageOwner
 from relay.messages.service import MessageService
+from relay.private_files import private_dir
 from relay.verifications.sending import VerificationOwner
 from relay.verifications.service import Limits, VerificationService
 
@@ -45,7 +46,7 @@ class Services:
 
 
 def build_services(settings: Settings, *, clock: Clock | None = None) -> Services:
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(settings.data_dir)
     clock = clock or SystemClock()
     db = open_db(settings.resolved_database_url)
     keyring = Keyring(settings.code_secret())

@@ -13,6 +13,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from relay.private_files import private_dir, write_private
+
 
 @dataclass(frozen=True)
 class CertificatePaths:
@@ -30,7 +32,7 @@ def ensure_self_signed(
     paths = CertificatePaths(directory / "cert.pem", directory / "key.pem")
     if paths.cert.exists() and paths.key.exists():
         return paths
-    directory.mkdir(parents=True, exist_ok=True)
+    private_dir(directory)
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Relay development server")])
     now = datetime.now(UTC)
@@ -48,17 +50,17 @@ def ensure_self_signed(
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
-    paths.key.touch(mode=0o600)
-    paths.key.write_bytes(
+    write_private(
+        paths.key,
         key.private_bytes(
             serialization.Encoding.PEM,
             serialization.PrivateFormat.PKCS8,
             serialization.NoEncryption(),
-        )
+        ),
     )
     # Written whole under another name, then renamed: the certificate's presence
     # is what others wait for, and they must never read half of it.
     partial = paths.cert.with_name(paths.cert.name + ".partial")
-    partial.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    write_private(partial, cert.public_bytes(serialization.Encoding.PEM))
     os.replace(partial, paths.cert)
     return paths

@@ -263,3 +263,21 @@ def test_refusals_under_attack_cost_one_lookup_each_and_one_note_a_minute(
     assert key_statements(server, lambda: api.get(URL)) == ["SELECT", "UPDATE"]
     for _ in range(5):
         assert key_statements(server, lambda: api.get(URL)) == ["SELECT"]
+
+
+def test_no_api_route_manages_keys(server: RunningServer) -> None:
+    """Keys are managed from the console or the CLI only: a key presented to the API
+    can neither make a spare nor act on another key."""
+    from relay.web.app import API
+
+    paths = {operation.path for operation in API}
+    assert paths, "the route table is empty"
+    assert not [path for path in paths if "key" in path.lower()]
+    account = create_account(server.settings)
+    with server.client(account.test_key) as api:
+        documented = api.get("/v1/openapi.json").json()["paths"]
+        assert not [path for path in documented if "key" in path.lower()]
+        for method, path in (("POST", "/v1/keys"), ("POST", "/v1/api_keys"), ("GET", "/v1/keys")):
+            answer = api.request(method, path, json={})
+            assert answer.status_code == 404, (method, path)
+            assert answer.json()["error"]["code"] == "route_not_found"

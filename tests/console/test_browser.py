@@ -222,12 +222,17 @@ def fresh_account(server: RunningServer, name: str) -> NewAccount:
         return pool.submit(create_account, server.settings, name).result()
 
 
-def create_key_on_the_page(p: Any, networks: str = "") -> str:
-    p.goto("/console/keys")
+def keys_page(account: NewAccount) -> str:
+    return f"/console/keys?account={account.id}"
+
+
+def create_key_on_the_page(p: Any, account: NewAccount, networks: str = "") -> str:
+    """A test key for `account`, made on an admin session's Keys page."""
+    p.goto(keys_page(account))
     p.fill("#new-networks", networks)
     p.click("#create-key")
     secret: str = p.text_content("#new-secret")
-    p.goto("/console/keys")
+    p.goto(keys_page(account))
     assert p.locator("#new-secret").count() == 0, "a secret is shown once"
     assert secret not in p.content()
     return secret
@@ -247,8 +252,8 @@ def test_a_rolled_key_and_its_successor_both_work_until_the_overlap_ends(
 ) -> None:
     p = page
     account = fresh_account(server, "Keys roll")
-    sign_in(p, account.test_key)
-    old = create_key_on_the_page(p)
+    sign_in(p, ADMIN_TOKEN)
+    old = create_key_on_the_page(p, account)
     row = key_row(p, old)
     row.locator("input[name=overlap]").fill("60")
     row.locator("select[name=unit]").select_option("seconds")
@@ -256,14 +261,14 @@ def test_a_rolled_key_and_its_successor_both_work_until_the_overlap_ends(
     new = p.text_content("#new-secret")
     assert new.startswith("sk_test_")
     assert new != old
-    p.goto("/console/keys")
+    p.goto(keys_page(account))
     assert key_row(p, old).locator(".state").text_content().startswith("rolling until ")
     assert answer_of(server, old).status_code == 200
     assert answer_of(server, new).status_code == 200
     server.clock.offset += timedelta(seconds=61)
     assert_401(answer_of(server, old))
     assert answer_of(server, new).status_code == 200
-    p.goto("/console/keys")
+    p.goto(keys_page(account))
     assert key_row(p, old).locator(".state").text_content() == "expired"
     assert "expired after roll" in key_row(p, old).locator(".refused").text_content()
     assert key_row(p, new).locator(".state").text_content() == "active"
@@ -274,15 +279,15 @@ def test_a_key_restricted_away_from_the_client_is_refused_and_the_page_says_why(
 ) -> None:
     p = page
     account = fresh_account(server, "Keys restrict")
-    sign_in(p, account.test_key)
-    secret = create_key_on_the_page(p)
+    sign_in(p, ADMIN_TOKEN)
+    secret = create_key_on_the_page(p, account)
     assert answer_of(server, secret).status_code == 200
     row = key_row(p, secret)
     row.locator("input[name=networks]").fill("10.0.0.0/8")
     row.locator("button", has_text="Restrict").click()
     assert "10.0.0.0/8" in p.text_content("[role=status]")
     assert_401(answer_of(server, secret))
-    p.goto("/console/keys")
+    p.goto(keys_page(account))
     row = key_row(p, secret)
     assert row.locator(".networks").text_content() == "10.0.0.0/8"
     assert "address 127.0.0.1 outside 10.0.0.0/8" in row.locator(".refused").text_content()
@@ -295,8 +300,8 @@ def test_a_key_restricted_away_from_the_client_is_refused_and_the_page_says_why(
 def test_a_revoked_key_is_refused_at_once(page: Any, server: RunningServer) -> None:
     p = page
     account = fresh_account(server, "Keys revoke")
-    sign_in(p, account.test_key)
-    secret = create_key_on_the_page(p)
+    sign_in(p, ADMIN_TOKEN)
+    secret = create_key_on_the_page(p, account)
     assert answer_of(server, secret).status_code == 200
     key_row(p, secret).locator("button", has_text="Revoke").click()
     assert "revoked" in p.text_content("[role=status]")

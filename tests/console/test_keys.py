@@ -51,10 +51,15 @@ def key_of(server: RunningServer, key_id: str) -> ApiKey:
     return found
 
 
-def key_id_of(server: RunningServer, account: NewAccount, livemode: bool = False) -> str:
-    keys = read_db(
+def keys_of(server: RunningServer, account: NewAccount) -> list[ApiKey]:
+    return read_db(
         server.settings, lambda tx: key_store.list_keys(tx, account.id, now=datetime.now(UTC))
     )
+
+
+def key_id_of(server: RunningServer, account: NewAccount, livemode: bool = False) -> str:
+    """The account's first key in that mode (the one it was created with)."""
+    keys = sorted(keys_of(server, account), key=lambda k: k.created_at)
     return next(k.id for k in keys if k.livemode == livemode)
 
 
@@ -78,16 +83,106 @@ def test_a_forged_token_revokes_nothing(server: RunningServer, browser: httpx.Cl
     assert key_of(server, key_id).state == "active"
 
 
-def test_another_accounts_key_is_no_key_at_all(
+def admin_made_key(server: RunningServer, account: NewAccount, live: bool = False) -> str:
+    """A second key for `account`, created by an admin session of its own; its id."""
+    with server.client(None) as admin:
+        admin.headers["Origin"] = server.base_url
+        csrf = signed_in(admin, ADMIN_TOKEN)
+        mode = "live" if live else "test"
+        made = admin.post(
+            "/console/keys/create", data={"csrf": csrf, "account_id": account.id, "mode": mode}
+        )
+    assert made.status_code == 200, made.text
+    found = re.search(r'class="key-line">[^<]*?(key_[0-9A-Za-z]+)', made.text)
+    assert found is not None
+    return found.group(1)
+
+
+def assert_refused_unchanged(server: RunningServer, answer: httpx.Response, key_id: str) -> None:
+    assert answer.status_code == 403, answer.text
+    assert 'role="alert"' in answer.text
+    assert "only the key it signed in with" in answer.text
+    stored = key_of(server, key_id)
+    assert stored.state == "active"
+    assert stored.networks is None
+
+
+def test_a_key_session_cannot_revoke_roll_or_restrict_another_key_of_its_own_account(
+    server: RunningServer, browser: httpx.Client
+) -> None:
+    account = create_account(server.settings)
+    other = admin_made_key(server, account)
+    csrf = signed_in(browser, account.test_key)
+    forged = {
+        "revoke": {},
+        "roll": {"overlap": "0", "unit": "hours"},
+        "restrict": {"networks": "10.0.0.0/8"},
+    }
+    for action, fields in forged.items():
+        answer = browser.post(
+            f"/console/keys/{action}", data={"csrf": csrf, "key_id": other, **fields}
+        )
+        assert_refused_unchanged(server, answer, other)
+    with server.client(account.test_key) as api:
+        assert api.get("/v1/verifications").status_code == 200
+
+
+def test_a_key_session_cannot_act_on_another_accounts_key_or_its_other_mode(
     server: RunningServer, browser: httpx.Client
 ) -> None:
     mine, theirs = create_account(server.settings), create_account(server.settings)
     csrf = signed_in(browser, mine.test_key)
     for key_id in (key_id_of(server, theirs), key_id_of(server, mine, livemode=True)):
         answer = browser.post("/console/keys/revoke", data={"csrf": csrf, "key_id": key_id})
-        assert answer.status_code == 404
-        assert f"No key {key_id}." in answer.text
-        assert key_of(server, key_id).state == "active"
+        assert_refused_unchanged(server, answer, key_id)
+
+
+def test_a_key_session_cannot_create_a_key(server: RunningServer, browser: httpx.Client) -> None:
+    account = create_account(server.settings)
+    csrf = signed_in(browser, account.test_key)
+    page_text = browser.get("/console/keys").text
+    assert 'action="/console/keys/create"' not in page_text
+    before = len(keys_of(server, account))
+    for mode in ("test", "live"):
+        answer = browser.post(
+            "/console/keys/create", data={"csrf": csrf, "account_id": account.id, "mode": mode}
+        )
+        assert answer.status_code == 403
+        assert "needs an admin session" in answer.text
+        assert 'id="new-secret"' not in answer.text
+    assert len(keys_of(server, account)) == before
+
+
+def test_a_key_session_shows_forms_for_its_own_key_only(
+    server: RunningServer, browser: httpx.Client
+) -> None:
+    account = create_account(server.settings)
+    other = admin_made_key(server, account)
+    signed_in(browser, account.test_key)
+    own = key_id_of(server, account)
+    text = browser.get("/console/keys").text
+    rows = dict(re.findall(r'<tr data-key="(key_[^"]+)">(.*?)</tr>', text))
+    assert set(rows) >= {own, other}
+    assert 'action="/console/keys/revoke"' in rows[own]
+    assert 'action="/console/keys/roll"' in rows[own]
+    assert "<form" not in rows[other]
+    assert "read-only" in rows[other]
+
+
+def test_a_key_session_rolls_its_own_key(server: RunningServer, browser: httpx.Client) -> None:
+    account = create_account(server.settings)
+    csrf = signed_in(browser, account.test_key)
+    key_id = key_id_of(server, account)
+    answer = browser.post(
+        "/console/keys/roll",
+        data={"csrf": csrf, "key_id": key_id, "overlap": "1", "unit": "hours"},
+    )
+    assert answer.status_code == 200, answer.text
+    secret = re.search(r'id="new-secret">([^<]+)<', answer.text)
+    assert secret is not None
+    assert key_of(server, key_id).state == "rolling"
+    with server.client(secret.group(1)) as api:
+        assert api.get("/v1/verifications").status_code == 200
 
 
 def test_an_overlap_past_a_day_or_not_a_number_is_refused_with_a_page(
@@ -162,3 +257,28 @@ def test_an_admin_creates_a_live_key_for_a_chosen_account(
     assert secret is not None
     with server.client(secret.group(1)) as api:
         assert api.get("/v1/verifications").status_code == 200
+
+
+def test_an_admin_session_rolls_restricts_and_revokes_any_accounts_keys(
+    server: RunningServer, browser: httpx.Client
+) -> None:
+    account = create_account(server.settings)
+    test_key, live_key = key_id_of(server, account), key_id_of(server, account, livemode=True)
+    csrf = signed_in(browser, ADMIN_TOKEN)
+    listed = browser.get(f"/console/keys?account={account.id}").text
+    assert 'action="/console/keys/create"' in listed
+    restricted = browser.post(
+        "/console/keys/restrict",
+        data={"csrf": csrf, "key_id": live_key, "networks": "10.0.0.0/8"},
+    )
+    assert restricted.status_code == 303
+    assert key_of(server, live_key).networks == ("10.0.0.0/8",)
+    rolled = browser.post(
+        "/console/keys/roll",
+        data={"csrf": csrf, "key_id": test_key, "overlap": "0", "unit": "seconds"},
+    )
+    assert rolled.status_code == 200, rolled.text
+    assert key_of(server, test_key).state in ("rolling", "expired")
+    revoked = browser.post("/console/keys/revoke", data={"csrf": csrf, "key_id": live_key})
+    assert revoked.status_code == 303
+    assert key_of(server, live_key).state == "revoked"

@@ -186,9 +186,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if metrics_dir is not None:
                     metrics_dir.remove()
         from relay.db.migrate import upgrade
+        from relay.private_files import private_dir
 
         # A SQLite file can only be made in a directory that exists.
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(settings.data_dir)
         upgrade(settings.resolved_database_url)
         if args.command == "migrate":
             print("migrations applied")

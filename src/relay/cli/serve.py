@@ -24,6 +24,7 @@ from relay.db.migrate import upgrade
 from relay.db.urls import is_postgres
 from relay.log import configure
 from relay.metrics.directory import mark_dead
+from relay.private_files import private_dir
 from relay.services import build_services
 from relay.tls import CertificatePaths, ensure_self_signed
 from relay.web.app import create_app
@@ -101,7 +102,9 @@ def serve(settings: Settings, *, demo: bool = False, workers: int = 1) -> int:
 
 def _serve_on(sock: socket.socket, settings: Settings, *, demo: bool, workers: int) -> int:
     configure(settings.log_level, settings.log_format)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    warning = private_dir(settings.data_dir)
+    if warning is not None:
+        print(f"relay: {warning}", file=sys.stderr)
     try:
         upgrade(settings.resolved_database_url)
     except DBAPIError as error:

@@ -17,6 +17,7 @@ import contextlib
 import sqlite3
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 from relay.db.group_commit import MAX_BATCH, Batched, GroupCommit, T, Unit
 from relay.db.sql import (
@@ -30,6 +31,7 @@ from relay.db.sql import (
     Sql,
     Trace,
 )
+from relay.private_files import create_private
 
 BUSY_TIMEOUT_MS = 30_000
 CHECKPOINT_INTERVAL = 1.0
@@ -48,7 +50,15 @@ RESTART_PAGES = 10_000
 RESTART_TIMEOUT = 0.2
 
 
+def create_file(path: str) -> None:
+    """The database file, made with mode 0600 before SQLite opens it. SQLite gives the
+    -wal and -shm files it makes beside it the main file's mode, so they are private too."""
+    if path and path != ":memory:" and not path.startswith("file:"):
+        create_private(Path(path))
+
+
 def connect(path: str) -> sqlite3.Connection:
+    create_file(path)
     connection = sqlite3.connect(
         path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
     )

@@ -79,7 +79,7 @@ def create_app(services: Services, *, background: bool = True) -> Starlette:
     app.add_middleware(RateLimitMiddleware, services=services)
     app.add_middleware(
         EdgeMiddleware,
-        trusted_proxies=services.settings.trusted_proxies,
+        settings=services.settings,
         route_name=RouteNames(app.routes),
         hsts_seconds=services.settings.hsts_seconds,
     )
@@ -134,4 +134,6 @@ async def _on_http_error(request: Request, exc: Exception) -> Response:
         error = e.MethodNotAllowed(f"{request.method} is not allowed here; use {allow}.")
     else:
         error = e.RouteNotFound(f"No route {request.method} {request.url.path}.")
-    return error_response(error, base_url=base_url(request.scope), allow=allow)
+    return error_response(
+        error, base_url=base_url(request.scope, request.app.state.services.settings), allow=allow
+    )

@@ -45,7 +45,7 @@ class PathEndpoint:
         try:
             response = await _run(operation, self.services, scope, receive)
         except e.RelayError as refusal:
-            response = error_response(refusal, base_url=base_url(scope))
+            response = error_response(refusal, base_url=base_url(scope, self.services.settings))
         await response(scope, receive, send)
 
 

@@ -53,7 +53,9 @@ class IdempotencyMiddleware:
                 f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} printable ASCII characters.",
                 param="Idempotency-Key",
             )
-            await error_response(problem, base_url=base_url(scope))(scope, receive, send)
+            await error_response(problem, base_url=base_url(scope, self.services.settings))(
+                scope, receive, send
+            )
             return
         await self._run(scope, receive, send, caller.scope, key)
 
@@ -66,7 +68,9 @@ class IdempotencyMiddleware:
         try:
             outcome = await keys.begin(owner, key, request_hash)
         except RelayError as refusal:
-            await error_response(refusal, base_url=base_url(scope))(scope, receive, send)
+            await error_response(refusal, base_url=base_url(scope, self.services.settings))(
+                scope, receive, send
+            )
             return
         if isinstance(outcome, Replay):
             await _send(send, outcome.response, replayed=True)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from relay import errors as e
-from relay.config import IpNetwork
+from relay.config import Settings
 from relay.db.sql import DatabaseUnavailable, MustRetry
 from relay.ids import new_id
 from relay.log import begin_request, end_request
@@ -59,12 +59,14 @@ class EdgeMiddleware:
         self,
         app: ASGIApp,
         *,
-        trusted_proxies: Sequence[IpNetwork] = (),
+        settings: Settings | None = None,
         route_name: Callable[[Scope], str] | None = None,
         hsts_seconds: int = 0,
     ) -> None:
         self.app = app
-        self.trusted_proxies = tuple(trusted_proxies)
+        # Trusted proxies, and where absolute URLs in refusals point (`base_url`).
+        self.settings = settings if settings is not None else Settings()
+        self.trusted_proxies = tuple(self.settings.trusted_proxies)
         self.hsts = (
             [(b"strict-transport-security", f"max-age={hsts_seconds}".encode())]
             if hsts_seconds > 0
@@ -109,7 +111,9 @@ class EdgeMiddleware:
             if refusal is None:
                 refusal = _length_mismatch(scope, len(body))
         if refusal is not None:
-            await error_response(refusal, base_url=base_url(scope))(scope, receive, send_with_id)
+            await error_response(refusal, base_url=base_url(scope, self.settings))(
+                scope, receive, send_with_id
+            )
         else:
             try:
                 await self.app(scope, replay(body, receive), send_with_id)
@@ -122,13 +126,15 @@ class EdgeMiddleware:
                 if status_seen:
                     raise
                 error = e.DatabaseBusy() if busy else e.DatabaseUnreachable()
-                await error_response(error, base_url=base_url(scope))(scope, receive, send_with_id)
+                await error_response(error, base_url=base_url(scope, self.settings))(
+                    scope, receive, send_with_id
+                )
             except Exception:
                 # The trace goes to the log only; the client gets the bare envelope.
                 log.exception("http.unhandled", extra={"request_id": request_id})
                 if status_seen:
                     raise
-                answer = error_response(e.InternalError(), base_url=base_url(scope))
+                answer = error_response(e.InternalError(), base_url=base_url(scope, self.settings))
                 await answer(scope, receive, send_with_id)
         elapsed = time.perf_counter() - started
         log.info(

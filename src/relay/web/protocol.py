@@ -12,6 +12,8 @@ import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from relay import errors as e
+from relay.config import Settings
+from relay.web.callers import base_url
 from relay.web.errors import error_body
 
 _REFUSAL = e.InvalidRequest(
@@ -21,8 +23,12 @@ _REFUSAL = e.InvalidRequest(
 
 class RelayHttpProtocol(HttpToolsProtocol):
     def send_400_response(self, msg: str) -> None:
-        host = dict(getattr(self, "headers", None) or []).get(b"host", b"localhost")
-        body = orjson.dumps(error_body(_REFUSAL, base_url=f"https://{host.decode('latin-1')}"))
+        scope = {
+            "headers": list(getattr(self, "headers", None) or []),
+            "client": getattr(self, "client", None),
+            "server": getattr(self, "server", None),
+        }
+        body = orjson.dumps(error_body(_REFUSAL, base_url=base_url(scope, self._settings())))
         content = [b"HTTP/1.1 400 Bad Request\r\n"]
         for name, value in self.server_state.default_headers:
             content.extend([name, b": ", value, b"\r\n"])
@@ -36,3 +42,9 @@ class RelayHttpProtocol(HttpToolsProtocol):
         )
         self.transport.write(b"".join(content))
         self.transport.close()
+
+    def _settings(self) -> Settings:
+        """Relay's settings, from the application this connection serves."""
+        services = getattr(getattr(self.app, "state", None), "services", None)
+        settings = getattr(services, "settings", None)
+        return settings if isinstance(settings, Settings) else Settings()

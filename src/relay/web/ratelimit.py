@@ -199,13 +199,17 @@ class RateLimitMiddleware:
             await self._limited(scope, receive, self._counting_failures(send, client))
             return
         refusal = RateLimited(_FAILURES_REFUSED, retry_after=wait)
-        await error_response(refusal, base_url=base_url(scope))(scope, receive, send)
+        await error_response(refusal, base_url=base_url(scope, self.services.settings))(
+            scope, receive, send
+        )
 
     async def _limited(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = await scope_caller(scope, self.services)
         wait = None if caller is None else await self.limiter.acquire(caller.key_id)
         if wait is not None:
-            refusal = error_response(RateLimited(retry_after=wait), base_url=base_url(scope))
+            refusal = error_response(
+                RateLimited(retry_after=wait), base_url=base_url(scope, self.services.settings)
+            )
             await refusal(scope, receive, send)
             return
         await self.app(scope, receive, send)

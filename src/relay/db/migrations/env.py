@@ -6,10 +6,10 @@ import asyncio
 from typing import Any
 
 from alembic import context
-from sqlalchemy import Connection, create_engine, event, text
+from sqlalchemy import Connection, create_engine, event, make_url, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from relay.db.sqlite import BUSY_TIMEOUT_MS
+from relay.db.sqlite import BUSY_TIMEOUT_MS, create_file
 from relay.db.tables import metadata
 from relay.db.urls import is_postgres, sync_url
 
@@ -38,6 +38,7 @@ def run_migrations_online() -> None:
     if is_postgres(url):
         asyncio.run(_run_postgres(url))
         return
+    create_file(make_url(url).database or "")
     engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
 
     @event.listens_for(engine, "connect")

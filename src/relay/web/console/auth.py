@@ -76,8 +76,14 @@ async def form(request: Request) -> dict[str, str]:
 
 
 def same_origin(request: Request) -> bool:
+    """Whether a POST comes from one of this server's pages: its Origin is the address the
+    browser asked for (the Host it sent) or Relay's base URL (`public_url` behind a proxy)."""
     origin = request.headers.get("origin")
-    return origin is not None and origin == base_url(request.scope)
+    if origin is None:
+        return False
+    settings = request.app.state.services.settings
+    asked = f"https://{request.headers.get('host', '')}"
+    return origin in (asked, base_url(request.scope, settings))
 
 
 def _now(console: Console) -> float:

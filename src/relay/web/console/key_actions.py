@@ -1,6 +1,9 @@
 """The Keys page's actions: create, roll, restrict, revoke, each through `AccountService`
-as `relay keys` does. A key session acts only on its own account's keys in its own
-mode; anything else is "no key", as for an id that does not exist.
+as `relay keys` does, each allowed or refused by `relay.accounts.authority` first.
+
+A key session acts on its own key only, and creates none; an admin session acts on
+any key. A refused action changes nothing and answers the console's refusal page
+(403), whether or not the key it names exists.
 
 Revoking the key a session signed in with is allowed: it is the operator's key
 to revoke. The answer says so and ends the session (the cookie is cleared, and
@@ -16,10 +19,11 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from relay.accounts.access import parse_networks
+from relay.accounts.authority import KeyAction, may_manage
 from relay.accounts.models import ApiKey, Mode
 from relay.errors import InvalidRequest, RelayError, ResourceMissing
 from relay.ids import is_id
-from relay.web.console.auth import Console, acting
+from relay.web.console.auth import Console, Refused, acting
 from relay.web.console.keys import keys_url, networks_text, state_text
 from relay.web.console.pages import HEADERS, e, notice, page, refusal
 from relay.web.console.session import COOKIE, Session
@@ -31,10 +35,11 @@ _MODES: dict[str, Mode] = {"test": "test", "live": "live"}
 
 async def create(console: Console, request: Request) -> Response:
     session, fields = await acting(console, request)
-    account_id = fields.get("account_id", "") if session.is_admin else session.account_id
-    mode = fields.get("mode", "") if session.is_admin else _mode(session)
+    _authorize(session, "create", None)
+    account_id = fields.get("account_id", "")
+    mode = fields.get("mode", "")
     try:
-        if account_id is None or not is_id(account_id, "acct"):
+        if not is_id(account_id, "acct"):
             raise ResourceMissing("Name an account id (acct_…).")
         chosen = _MODES.get(mode)
         if chosen is None:
@@ -51,7 +56,7 @@ async def create(console: Console, request: Request) -> Response:
 async def roll(console: Console, request: Request) -> Response:
     session, fields = await acting(console, request)
     try:
-        key = await _own_key(console, session, fields.get("key_id", ""))
+        key = await _key(console, session, "roll", fields.get("key_id", ""))
         overlap = _overlap(fields.get("overlap", ""), fields.get("unit", "hours"))
         rolled = await console.services.accounts.roll_key(key.id, overlap)
     except RelayError as problem:
@@ -68,7 +73,7 @@ async def roll(console: Console, request: Request) -> Response:
 async def restrict(console: Console, request: Request) -> Response:
     session, fields = await acting(console, request)
     try:
-        key = await _own_key(console, session, fields.get("key_id", ""))
+        key = await _key(console, session, "restrict", fields.get("key_id", ""))
         networks = parse_networks(fields.get("networks", ""))
         done = await console.services.accounts.restrict_key(key.id, networks)
     except RelayError as problem:
@@ -84,7 +89,7 @@ async def restrict(console: Console, request: Request) -> Response:
 async def revoke(console: Console, request: Request) -> Response:
     session, fields = await acting(console, request)
     try:
-        key = await _own_key(console, session, fields.get("key_id", ""))
+        key = await _key(console, session, "revoke", fields.get("key_id", ""))
         done = await console.services.accounts.revoke_key(key.id)
     except RelayError as problem:
         return _refused(session, problem, None)
@@ -99,16 +104,27 @@ async def revoke(console: Console, request: Request) -> Response:
     return response
 
 
-async def _own_key(console: Console, session: Session, key_id: str) -> ApiKey:
-    missing = ResourceMissing(f"No key {key_id}.")
+async def _key(console: Console, session: Session, action: KeyAction, key_id: str) -> ApiKey:
+    """The key `action` names, once the session may act on it."""
+    _authorize(session, action, key_id)
     if not is_id(key_id, "key"):
-        raise missing
-    key = await console.services.accounts.key(key_id)
-    if not session.is_admin and (
-        key.account_id != session.account_id or key.livemode != session.livemode
-    ):
-        raise missing
-    return key
+        raise ResourceMissing(f"No key {key_id}.")
+    return await console.services.accounts.key(key_id)
+
+
+def _authorize(session: Session, action: KeyAction, key_id: str | None) -> None:
+    # Decided before the key is looked up: the answer is the same whether it exists.
+    if may_manage(session.kind, session.key_id, action, key_id):
+        return
+    if action == "create":
+        why = "Creating a key needs an admin session or `relay keys create`."
+    else:
+        why = (
+            f"This session may {action} only the key it signed in with;"
+            " any other key needs an admin session or `relay keys`."
+        )
+    back = f'<p><a href="{e(keys_url(None, session))}">Back to the keys</a></p>'
+    raise Refused(page("Refused", refusal(why) + back, session=session, status=403))
 
 
 def _overlap(amount: str, unit: str) -> float:
@@ -120,10 +136,6 @@ def _overlap(amount: str, unit: str) -> float:
         raise InvalidRequest("Give the overlap as a number of hours or seconds.", param="overlap")
     # roll_key checks the range (0 to 24 h) and words the refusal as the CLI does.
     return value * _UNITS[unit]
-
-
-def _mode(session: Session) -> str:
-    return "live" if session.livemode else "test"
 
 
 def _secret(title: str, secret: str) -> str:

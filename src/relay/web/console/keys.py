@@ -1,8 +1,10 @@
 """The Keys page: an account's API keys, never a secret, and a form for each action.
 
-A key session sees its own account's keys in its own mode; an admin names the
-account (`?account=acct_…`) and sees both modes. The actions themselves are in
-`key_actions.py`.
+A key session sees its own account's keys in its own mode, with forms for its own
+key only (the others are listed read-only) and no form to create one; an admin
+names the account (`?account=acct_…`), sees both modes and every form. Which
+form is shown is decided by `relay.accounts.authority`, as the actions themselves
+(`key_actions.py`) are.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from relay.accounts.access import MAX_OVERLAP
+from relay.accounts.authority import KeyAction, may_manage
 from relay.accounts.models import ApiKey
 from relay.clock import isoformat
 from relay.ids import is_id
@@ -100,11 +103,15 @@ def _form(session: Session, action: str, key: ApiKey, inner: str) -> str:
     )
 
 
+def _may(session: Session, action: KeyAction, key: ApiKey | None = None) -> bool:
+    return may_manage(session.kind, session.key_id, action, None if key is None else key.id)
+
+
 def _actions(session: Session, key: ApiKey) -> str:
     if key.state in ("revoked", "expired"):
         return ""
     forms = []
-    if key.state == "active":
+    if key.state == "active" and _may(session, "roll", key):
         forms.append(
             _form(
                 session,
@@ -117,16 +124,17 @@ def _actions(session: Session, key: ApiKey) -> str:
                 ' <button type="submit">Roll</button>',
             )
         )
-    forms.append(
-        _form(
-            session,
-            "restrict",
-            key,
-            '<input type="text" name="networks" placeholder="10.0.0.0/8, 2001:db8::/32"'
-            ' aria-label="networks"> <button type="submit">Restrict</button>',
+    if _may(session, "restrict", key):
+        forms.append(
+            _form(
+                session,
+                "restrict",
+                key,
+                '<input type="text" name="networks" placeholder="10.0.0.0/8, 2001:db8::/32"'
+                ' aria-label="networks"> <button type="submit">Restrict</button>',
+            )
         )
-    )
-    if key.networks is not None:
+    if key.networks is not None and _may(session, "restrict", key):
         forms.append(
             _form(
                 session,
@@ -136,16 +144,23 @@ def _actions(session: Session, key: ApiKey) -> str:
                 '<button type="submit">Lift restriction</button>',
             )
         )
-    forms.append(_form(session, "revoke", key, '<button type="submit">Revoke</button>'))
+    if _may(session, "revoke", key):
+        forms.append(_form(session, "revoke", key, '<button type="submit">Revoke</button>'))
+    if not forms:
+        return '<span class="muted read-only">read-only: an admin session manages this key</span>'
     return "".join(forms)
 
 
 def _create_form(session: Session, account_id: str) -> str:
+    if not _may(session, "create"):
+        return (
+            '<p class="muted">This session manages the key it signed in with only;'
+            " creating a key, or acting on another, needs an admin session or"
+            " <code>relay keys</code>.</p>"
+        )
     mode = (
         '<select name="mode" aria-label="mode"><option value="test">test</option>'
         '<option value="live">live</option></select> '
-        if session.is_admin
-        else ""
     )
     return (
         "<h2>New key</h2>"
