@@ -5,7 +5,7 @@ says it can do its work (readiness: send it traffic or not): the database
 answers, its migrations are at this code's head, and every live carrier
 this process sends through is bound. Each check is cheap and bounded in time,
 so a load balancer may poll it every second. Both answers name the running
-version, so a rolling upgrade can tell which processes run the new code.
+version, so a rolling upgrade can tell which release each process runs.
 """
 
 from __future__ import annotations
