@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from importlib.metadata import version
 from typing import Any
 
 import httpx
@@ -57,6 +58,12 @@ def test_the_openapi_document_is_served_without_a_key_and_is_openapi_3(
     assert document["openapi"].startswith("3.")
     assert document["info"]["title"]
     assert document["info"]["version"]
+
+
+def test_the_openapi_document_carries_the_installed_package_version(
+    document: dict[str, Any],
+) -> None:
+    assert document["info"]["version"] == version("relay-otp")
 
 
 def test_it_lists_the_five_verification_operations(document: dict[str, Any]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +117,26 @@ def test_a_database_behind_the_code_is_503_naming_the_migrations(
     finally:
         upgrade(server.settings.resolved_database_url)
     assert get(server, "/readyz").status_code == 200
+
+
+def test_the_ready_and_the_not_ready_answers_both_name_the_installed_version(
+    served: tuple[RunningServer, Outage],
+) -> None:
+    server, _ = served
+    from relay.db.migrate import downgrade, upgrade
+
+    installed = version("relay-otp")
+    ready = get(server, "/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["version"] == installed
+    downgrade(server.settings.resolved_database_url, "0003")
+    try:
+        behind = get(server, "/readyz")
+    finally:
+        upgrade(server.settings.resolved_database_url)
+    assert behind.status_code == 503
+    assert behind.json()["version"] == installed
+    assert error_of(behind)["code"] == "not_ready"
 
 
 def test_a_live_carrier_that_is_not_bound_is_503_naming_it(

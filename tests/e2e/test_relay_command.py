@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from importlib.metadata import version
 from pathlib import Path
 
 import httpx
@@ -75,6 +76,13 @@ def _wait_until_ready(base_url: str, cert: Path, process: subprocess.Popen[str])
                 pass
         time.sleep(0.2)
     raise AssertionError("relay serve did not become ready")
+
+
+def test_relay_version_prints_the_installed_package_version() -> None:
+    shown = subprocess.run(
+        [*RELAY, "--version"], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert shown.stdout == f"relay {version('relay-otp')}\n"
 
 
 def test_a_user_creates_an_account_serves_and_verifies_over_tls(

@@ -17,6 +17,7 @@ from relay.cli import keys
 from relay.cli.checks import check, check_file, unsafe_for_live
 from relay.config import Settings, load_settings
 from relay.errors import RelayError
+from relay.version import VERSION
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +36,7 @@ def _log_format(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="relay", description="Relay: OTP by SMS, self-hosted.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {VERSION}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="serve the HTTPS API and run background work")

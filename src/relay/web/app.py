@@ -97,7 +97,7 @@ def _pages(document: dict[str, Any], readiness: Readiness) -> list[Operation]:
         return JsonResponse({"ok": True})
 
     async def readyz(call: Call) -> Response:
-        return JsonResponse({"ok": True, "checks": await readiness.check()})
+        return await readiness.answer(base_url=base_url(call.scope, call.services.settings))
 
     async def openapi_json(call: Call) -> Response:
         return Response(openapi, media_type="application/json")

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from relay.idempotency.models import MAX_KEY_LENGTH
+from relay.version import VERSION
 from relay.web.bodies import MAX_DEPTH
 from relay.web.middleware import MAX_BODY
 from relay.web.operations import Operation
@@ -66,7 +67,7 @@ def build_document(operations: Iterable[Operation]) -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {
             "title": "Relay",
-            "version": "1",
+            "version": VERSION,
             "summary": "Send one-time passcodes by SMS and check them.",
         },
         "paths": paths,

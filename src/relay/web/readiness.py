@@ -4,7 +4,8 @@
 says it can do its work (readiness: send it traffic or not): the database
 answers, its migrations are at this code's head, and every live carrier
 this process sends through is bound. Each check is cheap and bounded in time,
-so a load balancer may poll it every second.
+so a load balancer may poll it every second. Both answers name the running
+version, so a rolling upgrade can tell which release each process runs.
 """
 
 from __future__ import annotations
@@ -14,12 +15,17 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from starlette.responses import Response
+
 from relay.carriers.smpp import SmppCarrier
 from relay.db.migrate import head_revision
 from relay.db.sql import Sql, Tx
 from relay.db.urls import is_postgres, sqlite_path
 from relay.errors import NotReady
 from relay.services import Services
+from relay.version import VERSION
+from relay.web.errors import error_body, status_and_type
+from relay.web.responses import JsonResponse
 
 # A database that takes longer than this to answer one tiny read is not ready.
 CHECK_TIMEOUT = 2.0
@@ -34,6 +40,16 @@ class Readiness:
     @classmethod
     def of(cls, services: Services) -> Readiness:
         return cls(services, head_revision())
+
+    async def answer(self, *, base_url: str) -> Response:
+        """200 with each check's state, or the `not_ready` refusal; both with the version."""
+        try:
+            checks = await self.check()
+        except NotReady as refusal:
+            status, _ = status_and_type(refusal)
+            body = {**error_body(refusal, base_url=base_url), "version": VERSION}
+            return JsonResponse(body, status_code=status)
+        return JsonResponse({"ok": True, "version": VERSION, "checks": checks})
 
     async def check(self) -> dict[str, str]:
         """Every check's state when all pass; otherwise NotReady naming the first that fails."""
