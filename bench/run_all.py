@@ -52,7 +52,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import smpp_bench, trend, verify_bench, webhook_bench  # noqa: E402
+from bench import smpp_bench, trend, verify_bench, verify_report, webhook_bench  # noqa: E402
 from bench.kannel_reference import run_kannel  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -103,8 +103,8 @@ def verify(db: str, smoke: bool) -> dict[str, float]:
     if db == "pg":
         ensure_database(verify_bench.PG_URL)
     rows = verify_bench.run(args)
-    verify_bench.report(rows, args)
-    return verify_bench.figures(rows, db)
+    verify_report.report(rows, args)
+    return verify_report.figures(rows, db)
 
 
 # bench/smpp_bench.py's runs in the send part: --api, --db, processes, the key of its rate.

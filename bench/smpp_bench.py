@@ -46,7 +46,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.verify_bench import bench_account, free_port, wait_ready  # noqa: E402
+from bench.serving import bench_account, free_port, wait_ready  # noqa: E402
 from bench.wrk_scripts import shape_lua  # noqa: E402
 from tests.carriers.smpp_peer import SmppPeer, install_peer  # noqa: E402
 

@@ -42,7 +42,8 @@ servers.
 Usage:
   .venv/bin/python bench/verify_bench.py [--db sqlite|pg] [--seconds 10] [--connections 64]
   .venv/bin/python bench/verify_bench.py --smoke      # a few seconds, for CI
-bench/run_all.py calls `run(parse([...]))` and `figures(rows)` for the figures as data.
+bench/run_all.py calls `run(parse([...]))`, and bench/verify_report.py's `figures(rows, db)`
+for the figures as data.
 PostgreSQL: RELAY_BENCH_PG, default postgresql://127.0.0.1:5432/relay_bench_http;
 create it once: psql -h 127.0.0.1 -U postgres -c 'CREATE DATABASE relay_bench_http'
 """
@@ -57,22 +58,26 @@ import json
 import math
 import os
 import shutil
-import socket
 import ssl
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-
-import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.serving import (  # noqa: E402
+    Load,
+    Result,
+    Row,
+    free_port,
+    running,
+    server_cpu_seconds,
+    wait_ready,
+    wrk,
+)
+from bench.verify_report import report  # noqa: E402
 from bench.wrk_scripts import (  # noqa: E402
     LUA_CHECK,
     LUA_CREATE,
@@ -86,144 +91,7 @@ REFERENCE = ROOT / "bench" / "reference"
 PG_URL = os.environ.get("RELAY_BENCH_PG", "postgresql://127.0.0.1:5432/relay_bench_http")
 # A wrong code leaves a verification pending for four checks; the fifth closes it.
 CHECKS_PER_ID = 4
-P99_TARGET_MS = 20.0
 PACING_START_S = 1
-
-
-@dataclass(frozen=True)
-class Result:
-    requests: int
-    seconds: float
-    p50_ms: float
-    p95_ms: float
-    p99_ms: float
-    non_2xx: int
-    socket_errors: int
-    late: int
-    target_rps: float | None = None
-    # CPU seconds the server's processes used during the run, per request: what
-    # the server spends on one request, whatever wrk and the database take.
-    cpu_us: float | None = None
-
-    @property
-    def rps(self) -> float:
-        return self.requests / self.seconds if self.seconds else 0.0
-
-
-@dataclass(frozen=True)
-class Row:
-    server: str
-    call: str
-    result: Result
-    # Creates and checks: "keyed" (an Idempotency-Key on every POST) or "bare".
-    shape: str = ""
-
-
-@dataclass(frozen=True)
-class Load:
-    seconds: int
-    connections: int
-    threads: int
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_ready(url: str, context: ssl.SSLContext, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"server exited early: {url}")
-        try:
-            if httpx.get(f"{url}/healthz", verify=context).status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.2)
-    raise SystemExit(f"server not ready: {url}")
-
-
-def bench_account(relay: str, env: dict[str, str]) -> dict[str, str]:
-    """Migrate the database `env` names; create the bench account (`relay accounts create`)."""
-    subprocess.run([relay, "migrate"], env=env, check=True, capture_output=True)
-    created = subprocess.run(
-        [relay, "accounts", "create", "Bench", "--json"],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    account: dict[str, str] = json.loads(created.stdout)
-    return account
-
-
-@contextmanager
-def running(command: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
-    try:
-        yield process
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-
-
-def wrk(url: str, script: str, path: Path, load: Load, *, seconds: int | None = None) -> Result:
-    path.write_text(script)
-    command = [
-        "wrk",
-        f"-t{load.threads}",
-        f"-c{load.connections}",
-        f"-d{seconds or load.seconds}s",
-        "--timeout",
-        "10s",
-        "-s",
-        str(path),
-        url,
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    line = next((s for s in done.stdout.splitlines() if s.startswith("BENCH ")), None)
-    if done.returncode != 0 or line is None:
-        raise SystemExit(f"wrk failed on {url}:\n{done.stdout}\n{done.stderr}")
-    stats = json.loads(line.removeprefix("BENCH "))
-    if stats["requests"] == 0:
-        raise SystemExit(f"wrk completed no request on {url}:\n{done.stdout}\n{done.stderr}")
-    return Result(
-        requests=stats["requests"],
-        seconds=stats["duration_us"] / 1e6,
-        p50_ms=stats["p50_us"] / 1000,
-        p95_ms=stats["p95_us"] / 1000,
-        p99_ms=stats["p99_us"] / 1000,
-        non_2xx=stats["non_2xx"],
-        socket_errors=stats["socket_errors"],
-        late=stats["late"],
-    )
-
-
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def server_cpu_seconds(pid: int) -> float:
-    """User and system CPU of `pid` and every process below it (uvicorn's workers), Linux."""
-    parents: dict[int, int] = {}
-    times: dict[int, float] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # exited meanwhile
-        parents[int(entry.name)] = int(fields[1])
-        times[int(entry.name)] = (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
-    tree, frontier = {pid}, [pid]
-    while frontier:
-        parent = frontier.pop()
-        children = [child for child, ppid in parents.items() if ppid == parent]
-        tree.update(children)
-        frontier.extend(children)
-    return sum(times.get(member, 0.0) for member in tree)
 
 
 class Driver:
@@ -349,24 +217,6 @@ def run(args: argparse.Namespace) -> list[Row]:
         asyncio.run(reset_schema(PG_URL))
     with tempfile.TemporaryDirectory() as tmp:
         return run_all(Path(tmp), args)
-
-
-def figures(rows: list[Row], db: str) -> dict[str, float]:
-    """Relay's rate over the floor's at peak, and Relay's p99 at half its peak, by
-    their bench/results keys: `{db}_create_ratio` for the keyed shape (what
-    production sends), `bare_{db}_create_ratio` for the bare one."""
-    peak = {(r.server, r.call, r.shape): r.result for r in rows if r.result.target_rps is None}
-    paced = {(r.call, r.shape): r.result for r in rows if r.result.target_rps is not None}
-    found: dict[str, float] = {}
-    for shape in SHAPES:
-        prefix = db if shape == "keyed" else f"bare_{db}"
-        for call in ("create", "check"):
-            relay, floor = peak[("relay", call, shape)], peak[("reference", call, shape)]
-            found[f"{prefix}_{call}_ratio"] = relay.rps / floor.rps
-            found[f"{prefix}_{call}_rps"] = relay.rps
-            found[f"{prefix}_{call}_floor_rps"] = floor.rps
-            found[f"{prefix}_{call}_p99_ms"] = paced[(call, shape)].p99_ms
-    return found
 
 
 async def _require_database(url: str) -> None:
@@ -511,43 +361,6 @@ def measure(driver: Driver, args: argparse.Namespace) -> list[Row]:
             Row(name, "check", driver.check(rate=check.rps / 2), shape),
         ]
     return rows
-
-
-def report(rows: list[Row], args: argparse.Namespace) -> None:
-    print(
-        f"db={args.db} processes={args.processes} seconds={args.seconds} "
-        f"connections={args.connections} wrk threads={args.threads} "
-        "(HTTPS, wrk on the same machine)"
-    )
-    header = f"{'server':10} {'call':9} {'shape':6} {'load':15} {'req/s':>8} {'p50 ms':>8}"
-    print(f"{header} {'p95 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'errors':>7} {'CPU µs/req':>11}")
-    for row in rows:
-        result = row.result
-        load = "peak" if result.target_rps is None else f"half {result.target_rps:,.0f}/s"
-        latency = f"{result.p50_ms:8.2f} {result.p95_ms:8.2f} {result.p99_ms:8.2f}"
-        print(
-            f"{row.server:10} {row.call:9} {row.shape or '-':6} {load:15} {result.rps:8,.0f}"
-            f" {latency} {result.non_2xx:8} {result.socket_errors:7} {result.cpu_us or 0:11,.0f}"
-        )
-    peak = {(r.server, r.call, r.shape): r.result for r in rows if r.result.target_rps is None}
-    for shape in SHAPES:
-        for call in ("create", "check"):
-            relay, floor = peak[("relay", call, shape)], peak[("reference", call, shape)]
-            print(
-                f"relay {call} ({shape}) = {relay.rps / floor.rps:.0%} of the reference floor "
-                f"({relay.rps:,.0f} vs {floor.rps:,.0f} req/s)"
-            )
-    for row in rows:
-        result = row.result
-        if result.target_rps is None:
-            continue
-        verdict = "met" if result.p99_ms < P99_TARGET_MS else "NOT met"
-        slips = f"{result.late} late of {result.requests}"
-        print(
-            f"relay {row.call} ({row.shape}) at half the peak rate: p99 {result.p99_ms:.1f} ms, "
-            f"target < {P99_TARGET_MS:.0f} ms {verdict}; achieved {result.rps:,.0f} of "
-            f"{result.target_rps:,.0f} req/s, {slips}"
-        )
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bench import smpp_bench, trend, verify_bench, wrk_scripts
+from bench import serving, smpp_bench, trend, verify_report, wrk_scripts
 
 # What relay-client (clients/python, core.new_idempotency_key) sends.
 CLIENT_KEY = re.compile(r"rc_[0-9a-f]{32}")
@@ -140,7 +140,7 @@ def test_a_key_prefix_that_is_not_fourteen_hex_digits_is_refused() -> None:
 
 
 def result(rps: float, p99_ms: float = 1.0, target_rps: float | None = None) -> Any:
-    return verify_bench.Result(
+    return serving.Result(
         requests=int(rps * 10),
         seconds=10.0,
         p50_ms=0.5,
@@ -154,7 +154,7 @@ def result(rps: float, p99_ms: float = 1.0, target_rps: float | None = None) -> 
 
 
 def test_the_keyed_figures_take_the_headline_names_and_the_bare_ones_a_bare_prefix() -> None:
-    row = verify_bench.Row
+    row = serving.Row
     rows = [row("reference", "healthz", result(5000.0)), row("relay", "list", result(900.0))]
     for shape, relay_create, relay_check in (("bare", 400.0, 600.0), ("keyed", 300.0, 500.0)):
         rows += [
@@ -166,7 +166,7 @@ def test_the_keyed_figures_take_the_headline_names_and_the_bare_ones_a_bare_pref
             row("relay", "check", result(relay_check / 2, relay_check / 100, 1.0), shape),
         ]
 
-    found = verify_bench.figures(rows, "pg")
+    found = verify_report.figures(rows, "pg")
 
     assert found["pg_create_ratio"] == pytest.approx(0.30)
     assert found["pg_check_ratio"] == pytest.approx(0.25)
