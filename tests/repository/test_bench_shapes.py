@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bench import serving, smpp_bench, trend, verify_report, wrk_scripts
+from bench import run_all, serving, smpp_bench, trend, verify_report, wrk_scripts
 
 # What relay-client (clients/python, core.new_idempotency_key) sends.
 CLIENT_KEY = re.compile(r"rc_[0-9a-f]{32}")
@@ -224,3 +224,17 @@ def test_the_headline_columns_hold_both_shapes_and_the_end_to_end_verifications(
     assert "bare_pg_check_ratio" in trend.HEADLINE
     assert "verify_e2e_per_s" in trend.HEADLINE
     assert "verify_e2e_pg_per_s" in trend.HEADLINE
+
+
+def test_make_bench_runs_verifications_end_to_end_on_both_databases_and_prints_every_key() -> None:
+    verifications = {
+        key: (db, workers) for api, db, workers, key in run_all.END_TO_END if api == "verifications"
+    }
+    assert verifications == {"verify_e2e_per_s": ("sqlite", 1), "verify_e2e_pg_per_s": ("pg", 2)}
+    printed = [key for key, _, _ in run_all.TABLE]
+    for db in ("sqlite", "pg"):
+        for call in ("create", "check"):
+            for figure in ("ratio", "p99_ms"):
+                assert f"{db}_{call}_{figure}" in printed
+                assert f"bare_{db}_{call}_{figure}" in printed
+    assert {"verify_e2e_per_s", "verify_e2e_pg_per_s", "send_api_msgs_per_s"} <= set(printed)
