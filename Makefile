@@ -36,7 +36,10 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 ## Every benchmark comparison in one go (about 10 minutes on 2 cores; needs wrk, kannel,
-## node and PostgreSQL): prints one table, writes bench/results/latest.json.
+## node and PostgreSQL): prints one table, writes bench/results/latest.json. Creates and
+## checks carry an Idempotency-Key on every POST as relay-client sends (the headline keys)
+## and are measured without it too (bare_ keys); verifications also run end to end over
+## SMPP with a live key (docs/benchmarks.md).
 ## `make bench SMOKE=1`: a few seconds each, figures meaningless (CI).
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py $(if $(SMOKE),--smoke)

@@ -6,11 +6,14 @@ to bench/results/history.jsonl.
 In order, each against its floor in the same run:
 
 1. SQLite, 1 process: create and check over HTTPS vs the reference floor, and
-   Relay's p99 at half its own peak (bench/verify_bench.py);
-2. PostgreSQL, 2 processes: the same;
-3. the Send API end to end over SMPP (bench/smpp_bench.py): SQLite with 1
-   process, PostgreSQL with 2, then Kannel on the same SMSC
-   (bench/kannel_reference.py);
+   Relay's p99 at half its own peak (bench/verify_bench.py), every POST with an
+   Idempotency-Key of its own as relay-client sends (`sqlite_create_ratio`...),
+   and the same without the header (`bare_sqlite_create_ratio`...);
+2. PostgreSQL, 2 processes: the same (`pg_...`, `bare_pg_...`);
+3. end to end over SMPP with a live key (bench/smpp_bench.py): the Send API,
+   then verifications (an Idempotency-Key and a webhook_url on each, counted
+   by their `verification.delivered` webhooks): SQLite with 1 process,
+   PostgreSQL with 2; then Kannel on the same SMSC (bench/kannel_reference.py);
 4. webhook deliveries vs a bare httpx client posting the same signed bodies to
    the same receiver (bench/webhook_bench.py).
 
@@ -49,7 +52,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import smpp_bench, trend, verify_bench, webhook_bench  # noqa: E402
+from bench import smpp_bench, trend, verify_bench, verify_report, webhook_bench  # noqa: E402
 from bench.kannel_reference import run_kannel  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -65,8 +68,18 @@ TABLE: list[tuple[str, str, str | None]] = [
     ("pg_check_ratio", "check, PostgreSQL 2 processes: Relay / floor", ">= 0.60"),
     ("pg_create_p99_ms", "create p99 at half Relay's peak, PostgreSQL (ms)", "< 20"),
     ("pg_check_p99_ms", "check p99 at half Relay's peak, PostgreSQL (ms)", None),
+    ("bare_sqlite_create_ratio", "bare: create, SQLite 1 process: Relay / floor", None),
+    ("bare_sqlite_check_ratio", "bare: check, SQLite 1 process: Relay / floor", None),
+    ("bare_sqlite_create_p99_ms", "bare: create p99 at half Relay's peak, SQLite (ms)", None),
+    ("bare_sqlite_check_p99_ms", "bare: check p99 at half Relay's peak, SQLite (ms)", None),
+    ("bare_pg_create_ratio", "bare: create, PostgreSQL 2 processes: Relay / floor", None),
+    ("bare_pg_check_ratio", "bare: check, PostgreSQL 2 processes: Relay / floor", None),
+    ("bare_pg_create_p99_ms", "bare: create p99 at half Relay's peak, PostgreSQL (ms)", None),
+    ("bare_pg_check_p99_ms", "bare: check p99 at half Relay's peak, PostgreSQL (ms)", None),
     ("send_api_msgs_per_s", "Send API end to end, SQLite 1 process (msg/s)", ">= 1000"),
     ("send_api_pg_msgs_per_s", "Send API end to end, PostgreSQL 2 processes (msg/s)", None),
+    ("verify_e2e_per_s", "verifications end to end, SQLite 1 process (/s)", None),
+    ("verify_e2e_pg_per_s", "verifications end to end, PostgreSQL 2 processes (/s)", None),
     ("kannel_receipts_per_s", "Kannel, same SMSC (receipts/s)", None),
     ("send_api_kannel_ratio", "Send API SQLite / Kannel", None),
     ("send_api_pg_kannel_ratio", "Send API PostgreSQL / Kannel", None),
@@ -90,20 +103,27 @@ def verify(db: str, smoke: bool) -> dict[str, float]:
     if db == "pg":
         ensure_database(verify_bench.PG_URL)
     rows = verify_bench.run(args)
-    verify_bench.report(rows, args)
-    return {f"{db}_{key}": value for key, value in verify_bench.figures(rows).items()}
+    verify_report.report(rows, args)
+    return verify_report.figures(rows, db)
+
+
+# bench/smpp_bench.py's runs in the send part: --api, --db, processes, the key of its rate.
+END_TO_END = (
+    ("messages", "sqlite", 1, "send_api_msgs_per_s"),
+    ("messages", "pg", 2, "send_api_pg_msgs_per_s"),
+    ("verifications", "sqlite", 1, "verify_e2e_per_s"),
+    ("verifications", "pg", 2, "verify_e2e_pg_per_s"),
+)
 
 
 def send(smoke: bool) -> dict[str, float]:
     found: dict[str, float] = {}
-    for db, workers, key in (("sqlite", 1, "send_api_msgs_per_s"), ("pg", 2, "send_api_pg")):
-        argv = ["--db", db, "--workers", str(workers), *(["--smoke"] if smoke else [])]
-        args = smpp_bench.parse(argv)
+    for api, db, workers, key in END_TO_END:
+        argv = ["--api", api, "--db", db, "--workers", str(workers)]
+        args = smpp_bench.parse([*argv, *(["--smoke"] if smoke else [])])
         outcome = smpp_bench.run(args)
         smpp_bench.report(args, outcome, None)
-        found["send_api_msgs_per_s" if db == "sqlite" else f"{key}_msgs_per_s"] = (
-            outcome.end_to_end_rps
-        )
+        found[key] = outcome.end_to_end_rps
     kannel = asyncio.run(run_kannel(300 if smoke else 20_000))
     print(f"Kannel {kannel.version}: {kannel.receipts_per_second:,.0f} receipts/s")
     found["kannel_receipts_per_s"] = kannel.receipts_per_second

@@ -1,20 +1,25 @@
-"""Send API end to end over SMPP: HTTPS request → submit_sm → receipt → delivered → webhook.
+"""Send API or verifications end to end over SMPP: HTTPS request → submit_sm → receipt → webhook.
 
 Starts a real SMSC (node-smpp, the peer of the test suite; needs Node.js and
 npm), `relay serve` with one SMPP carrier bound to it, and a webhook receiver
 in a process of its own (bench/webhook_sink.py). wrk (Debian package `wrk`)
-sends `POST /v1/messages` for `--seconds`; then the bench waits for every
-`message.delivered` webhook and reports:
+sends, with the account's live key, `POST /v1/messages` (`--api messages`) or
+`POST /v1/verifications` (`--api verifications`: each with an
+`Idempotency-Key` of its own, as relay-client sends, and a number of its own,
+so no resend interval or per-number cap applies) for `--seconds`, each with a
+`webhook_url`; then the bench waits for every `message.delivered` (or
+`verification.delivered`) webhook and reports:
 
-* request rate and p50/p99 latency of `POST /v1/messages` (wrk's figures);
+* request rate and p50/p99 latency of the POST (wrk's figures);
 * the end-to-end rate: messages delivered divided by the time from the first
-  request to the last `message.delivered` webhook received.
+  request to the last delivered webhook received.
 
 With `--kannel`, Kannel (Debian package `kannel`, see bench/kannel_reference.py)
 drives the same SMSC in the same run, and the ratio is printed.
 
 Usage:
   .venv/bin/python bench/smpp_bench.py [--seconds 10] [--connections 64] [--db sqlite|pg]
+                                       [--api messages|verifications]
                                        [--kannel [--kannel-messages 20000]]
   .venv/bin/python bench/smpp_bench.py --smoke     # a few seconds, for CI
 bench/run_all.py calls `run(parse([...]))` for the figures as data.
@@ -41,7 +46,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.verify_bench import bench_account, free_port, wait_ready  # noqa: E402
+from bench.serving import bench_account, free_port, wait_ready  # noqa: E402
+from bench.wrk_scripts import shape_lua  # noqa: E402
 from tests.carriers.smpp_peer import SmppPeer, install_peer  # noqa: E402
 
 from relay.tls import CertificatePaths, ensure_self_signed  # noqa: E402
@@ -63,6 +69,30 @@ request = function()
     '{{"to": "' .. to .. '", "code": "' .. code .. '", "webhook_url": "{hook}"}}')
 end
 """
+
+# Every number once in a run (7919 is prime to 7,999,999, so `counter * 7919`
+# walks all of them before one comes back), from a random start: a second
+# verification to a number would be a resend, refused within the interval.
+VERIFY_LUA = """
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer {key}"
+{keyed}
+local counter = 0
+local start = nil
+request = function()
+  start = start or math.random(0, 7999998)
+  counter = counter + 1
+  local to = string.format("+1415%07d", 2000000 + (start + counter * 7919) % 7999999)
+  return wrk.format(nil, nil, request_headers(),
+    '{{"to": "' .. to .. '", "webhook_url": "{hook}"}}')
+end
+"""
+# What each --api posts and the webhook that says it reached the handset.
+APIS = {
+    "messages": ("/v1/messages", "message.delivered"),
+    "verifications": ("/v1/verifications", "verification.delivered"),
+}
 
 
 @dataclass
@@ -113,10 +143,10 @@ def wait_ready_stats(url: str, cert: CertificatePaths, process: subprocess.Popen
     raise SystemExit("the webhook sink did not start")
 
 
-def stats(url: str, cert: CertificatePaths) -> tuple[int, float]:
+def stats(url: str, cert: CertificatePaths, kind: str = "message.delivered") -> tuple[int, float]:
     context = ssl.create_default_context(cafile=str(cert.cert))
     body = httpx.get(f"{url}/stats", verify=context).json()
-    return int(body["counts"].get("message.delivered", 0)), float(body["last"])
+    return int(body["counts"].get(kind, 0)), float(body["last"])
 
 
 def recreate_pg(url: str) -> None:
@@ -217,8 +247,9 @@ def drive(
     sink_cert: CertificatePaths,
     work: Path,
 ) -> Outcome:
-    script = work / "send.lua"
-    script.write_text(SEND_LUA.format(key=key, hook=hook))
+    script = work / f"{args.api}.lua"
+    script.write_text(driver_lua(args.api, key, hook))
+    path, kind = APIS[args.api]
     started = time.monotonic()
     output = subprocess.run(
         [
@@ -229,7 +260,7 @@ def drive(
             "--latency",
             "-s",
             str(script),
-            f"{url}/v1/messages",
+            f"{url}{path}",
         ],
         capture_output=True,
         text=True,
@@ -239,10 +270,10 @@ def drive(
     non_2xx = int(_field(output, r"Non-2xx or 3xx responses:\s+(\d+)", default="0"))
     sent = requests - non_2xx
     deadline = time.monotonic() + max(60.0, args.seconds * 6)
-    delivered, last = stats(sink_url, sink_cert)
+    delivered, last = stats(sink_url, sink_cert, kind)
     while delivered < sent and time.monotonic() < deadline:
         time.sleep(0.2)
-        delivered, last = stats(sink_url, sink_cert)
+        delivered, last = stats(sink_url, sink_cert, kind)
     return Outcome(
         requests=requests,
         request_rps=float(_field(output, r"Requests/sec:\s+([\d.]+)")),
@@ -251,6 +282,16 @@ def drive(
         non_2xx=non_2xx,
         delivered=delivered,
         end_to_end_rps=delivered / max(last - started, 1e-9),
+    )
+
+
+def driver_lua(api: str, key: str, hook: str) -> str:
+    """wrk's script for `--api`: messages as they always were, verifications keyed."""
+    if api == "messages":
+        return SEND_LUA.format(key=key, hook=hook)
+    # The keyed Lua has braces of its own: put in after format() has run.
+    return VERIFY_LUA.format(key=key, hook=hook, keyed="{keyed}").replace(
+        "{keyed}", shape_lua("keyed")
     )
 
 
@@ -286,26 +327,29 @@ async def with_peer(args: argparse.Namespace) -> Outcome:
 
 
 def report(args: argparse.Namespace, outcome: Outcome, kannel_rate: float | None) -> None:
+    path, kind = APIS[args.api]
+    unit = "msg/s" if args.api == "messages" else "verifications/s"
     rows = [
-        ("POST /v1/messages", f"{outcome.request_rps:,.0f} req/s ({outcome.requests} requests)"),
+        (f"POST {path}", f"{outcome.request_rps:,.0f} req/s ({outcome.requests} requests)"),
         ("request latency p50 / p99", f"{outcome.p50_ms:.1f} / {outcome.p99_ms:.1f} ms"),
         ("non-2xx answers", str(outcome.non_2xx)),
-        ("end to end: request → receipt → webhook", f"{outcome.end_to_end_rps:,.0f} msg/s"),
+        ("end to end: request → receipt → webhook", f"{outcome.end_to_end_rps:,.0f} {unit}"),
         # wrk does not count the requests it cut off at the end; Relay served them.
-        ("message.delivered webhooks", f"{outcome.delivered} (wrk counted {outcome.requests})"),
+        (f"{kind} webhooks", f"{outcome.delivered} (wrk counted {outcome.requests})"),
     ]
     if kannel_rate is not None:
         rows.append(("Kannel 1.4.5, same SMSC", f"{kannel_rate:,.0f} receipts/s"))
         rows.append(("Relay / Kannel", f"{outcome.end_to_end_rps / kannel_rate:.2f}x"))
+    what = "Send API" if args.api == "messages" else "Verifications"
     print(
-        f"\nSend API over SMPP, {args.db}, {args.workers} process(es), wrk -c{args.connections} "
+        f"\n{what} over SMPP, {args.db}, {args.workers} process(es), wrk -c{args.connections} "
         f"for {args.seconds} s, {args.binds} bind(s) x window {args.window}"
     )
     print("| measure | value |\n|---|---|")
     for name, value in rows:
         print(f"| {name} | {value} |")
     if outcome.delivered < outcome.requests - outcome.non_2xx:
-        raise SystemExit("not every message was reported delivered")
+        raise SystemExit(f"not every request was reported delivered ({kind})")
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -316,6 +360,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--window", type=int, default=64)
     parser.add_argument("--workers", type=int, default=1, help="relay serve --workers (pg only)")
     parser.add_argument("--db", choices=["sqlite", "pg"], default="sqlite")
+    parser.add_argument(
+        "--api", choices=sorted(APIS), default="messages", help="what wrk posts (default messages)"
+    )
     parser.add_argument("--kannel", action="store_true", help="measure Kannel side by side")
     parser.add_argument("--kannel-messages", type=int, default=20000)
     parser.add_argument("--smoke", action="store_true", help="2 seconds, for CI")

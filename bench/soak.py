@@ -44,9 +44,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.serving import bench_account  # noqa: E402
 from bench.smpp_bench import recreate_pg, relay_process, sink  # noqa: E402
 from bench.soak_checks import verdict  # noqa: E402
-from bench.verify_bench import bench_account  # noqa: E402
 from tests.carriers.smpp_peer import SmppPeer, install_peer  # noqa: E402
 
 from relay.tls import ensure_self_signed  # noqa: E402

@@ -27,7 +27,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 HISTORY = ROOT / "bench" / "results" / "history.jsonl"
 
-# The targets' keys first, then the Send API and webhooks figures that put them in context.
+# The targets' keys first (creates and checks as production sends them, an
+# Idempotency-Key on every POST), the same without the header, then the end to
+# end and webhooks figures that put them in context.
 HEADLINE = (
     "sqlite_create_ratio",
     "sqlite_check_ratio",
@@ -35,10 +37,26 @@ HEADLINE = (
     "pg_create_ratio",
     "pg_check_ratio",
     "pg_create_p99_ms",
+    "bare_sqlite_create_ratio",
+    "bare_sqlite_check_ratio",
+    "bare_sqlite_create_p99_ms",
+    "bare_pg_create_ratio",
+    "bare_pg_check_ratio",
+    "bare_pg_create_p99_ms",
     "send_api_msgs_per_s",
     "send_api_pg_msgs_per_s",
+    "verify_e2e_per_s",
+    "verify_e2e_pg_per_s",
     "send_api_kannel_ratio",
     "webhooks_floor_ratio",
+)
+# The create and check figures bench/verify_bench.py measures in two request
+# shapes: `KEY` with an Idempotency-Key on every POST, `bare_KEY` without.
+SHAPED = tuple(
+    f"{db}_{call}_{figure}"
+    for db in ("sqlite", "pg")
+    for call in ("create", "check")
+    for figure in ("ratio", "rps", "floor_rps", "p99_ms")
 )
 # Facts about a run rather than figures: shown in the leading columns or not at all.
 RUN_FACTS = {
@@ -114,7 +132,8 @@ def append(path: Path, line: Mapping[str, Any]) -> None:
 
 
 def load(path: Path) -> list[dict[str, Any]]:
-    """Every run in the file, oldest first; a line that is not a JSON object is an error."""
+    """Every run in the file, oldest first, its figures under the names they have
+    today (`in_shapes`); a line that is not a JSON object is an error."""
     runs: list[dict[str, Any]] = []
     for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not text.strip():
@@ -122,8 +141,21 @@ def load(path: Path) -> list[dict[str, Any]]:
         run = json.loads(text)
         if not isinstance(run, dict):
             raise ValueError(f"{path}:{number}: not a JSON object")
-        runs.append(run)
+        runs.append(in_shapes(run))
     return sorted(runs, key=lambda run: str(run.get("date", "")))
+
+
+def in_shapes(run: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's figures with each create and check figure under its shape's name.
+
+    A run that carries none of the `bare_` keys measured creates and checks
+    without an Idempotency-Key only, under the names the keyed shape has since:
+    its figures are the bare shape's and move to `bare_KEY`, so that a column
+    never mixes the two shapes.
+    """
+    if any(f"bare_{key}" in run for key in SHAPED):
+        return dict(run)
+    return {f"bare_{key}" if key in SHAPED else key: value for key, value in run.items()}
 
 
 def figure_keys(runs: Iterable[Mapping[str, Any]]) -> list[str]:

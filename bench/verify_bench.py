@@ -12,6 +12,12 @@ stack's ceiling), create and check, and for Relay also retrieve and list. The
 reference floor has no retrieve or list. Then Relay's create and check run
 again at half the peak rate just measured, where the p99 target applies.
 
+Creates and checks are measured in two request shapes (bench/wrk_scripts.py),
+each server given the same requests: `keyed`, an `Idempotency-Key` of its own
+on every POST as relay-client sends (the headline figures), and `bare`, without
+the header. The floor ignores the header; Relay looks the key up and keeps the
+answer under it.
+
 Half-peak pacing is done inside wrk, by the Lua `delay()` hook: every free
 connection claims the next slot of one fixed schedule (LuaJIT's ffi reads
 CLOCK_MONOTONIC) and waits for it. Latency counts from the moment a request is
@@ -36,7 +42,8 @@ servers.
 Usage:
   .venv/bin/python bench/verify_bench.py [--db sqlite|pg] [--seconds 10] [--connections 64]
   .venv/bin/python bench/verify_bench.py --smoke      # a few seconds, for CI
-bench/run_all.py calls `run(parse([...]))` and `figures(rows)` for the figures as data.
+bench/run_all.py calls `run(parse([...]))`, and bench/verify_report.py's `figures(rows, db)`
+for the figures as data.
 PostgreSQL: RELAY_BENCH_PG, default postgresql://127.0.0.1:5432/relay_bench_http;
 create it once: psql -h 127.0.0.1 -U postgres -c 'CREATE DATABASE relay_bench_http'
 """
@@ -51,272 +58,40 @@ import json
 import math
 import os
 import shutil
-import socket
 import ssl
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.serving import (  # noqa: E402
+    Load,
+    Result,
+    Row,
+    free_port,
+    running,
+    server_cpu_seconds,
+    wait_ready,
+    wrk,
+)
+from bench.verify_report import report  # noqa: E402
+from bench.wrk_scripts import (  # noqa: E402
+    LUA_CHECK,
+    LUA_CREATE,
+    LUA_RETRIEVE,
+    SHAPES,
+    pacing_lua,
+    script,
+)
+
 REFERENCE = ROOT / "bench" / "reference"
 PG_URL = os.environ.get("RELAY_BENCH_PG", "postgresql://127.0.0.1:5432/relay_bench_http")
 # A wrong code leaves a verification pending for four checks; the fifth closes it.
 CHECKS_PER_ID = 4
-P99_TARGET_MS = 20.0
 PACING_START_S = 1
-
-# Every script: number the threads, and print one parseable line of results.
-LUA_STATS = """
-local threads = {}
-function setup(thread)
-  thread:set("tid", #threads)
-  table.insert(threads, thread)
-end
-function done(summary, latency, requests)
-  local late = 0
-  for _, thread in ipairs(threads) do late = late + (thread:get("late") or 0) end
-  local errors = summary.errors
-  io.write(string.format(
-    'BENCH {"requests": %d, "duration_us": %d, "non_2xx": %d, "socket_errors": %d, '
-      .. '"p50_us": %d, "p95_us": %d, "p99_us": %d, "late": %d}\\n',
-    summary.requests, summary.duration, errors.status,
-    errors.connect + errors.read + errors.write + errors.timeout,
-    latency:percentile(50), latency:percentile(95), latency:percentile(99), late))
-end
-"""
-
-LUA_PACING = """
-local ffi = require("ffi")
-ffi.cdef[[
-typedef struct { long tv_sec; long tv_nsec; } bench_timespec;
-int clock_gettime(int clock_id, bench_timespec *tp);
-]]
-local clock = ffi.new("bench_timespec")
-local function now_ms()
-  ffi.C.clock_gettime(1, clock)  -- 1: CLOCK_MONOTONIC
-  return tonumber(clock.tv_sec) * 1000 + tonumber(clock.tv_nsec) / 1e6
-end
-local interval_ms = {interval_ms}
-local start_ms = {start_ms}
-local next_slot = nil
-late = 0
-function delay()
-  local now = now_ms()
-  local slot = next_slot or (now + start_ms)
-  if slot < now then
-    if now - slot > interval_ms then late = late + 1 end
-    slot = now
-  end
-  next_slot = slot + interval_ms
-  return math.floor(slot - now + 0.5)
-end
-"""
-
-LUA_AUTH = """
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer {key}"
-"""
-
-# Keeps the ids it is answered with, for the check, retrieve and list runs.
-LUA_CREATE = """
-wrk.method = "POST"
-local ids_out = io.open("{ids}", "a")
-ids_out:setvbuf("full")
-local kept = 0
-function init(args)
-  math.randomseed({seed} + tid)
-end
-function request()
-  return wrk.format(nil, nil, nil, '{{"to": "+1415' .. math.random(2000000, 9999999) .. '"}}')
-end
-function response(status, headers, body)
-  local id = body:match('"id"%s*:%s*"([^"]+)"')
-  if id then
-    ids_out:write(id, "\\n")
-    kept = kept + 1
-    if kept % 64 == 0 then ids_out:flush() end
-  end
-end
-"""
-
-# A create that lands on a number with a pending verification is a resend and
-# answers that verification's id again: keep each id once.
-LUA_IDS = """
-local ids, seen = {{}}, {{}}
-for line in io.lines("{ids}") do
-  if not seen[line] then
-    seen[line] = true
-    ids[#ids + 1] = line
-  end
-end
-"""
-
-LUA_CHECK = (
-    LUA_IDS
-    + """
-wrk.method = "POST"
-local sent = 0
-function request()
-  local k = sent * {threads} + tid
-  sent = sent + 1
-  local id = ids[({start} + math.floor(k / {uses})) % #ids + 1]
-  return wrk.format(nil, nil, nil, '{{"id": "' .. id .. '", "code": "123456"}}')
-end
-"""
-)
-
-LUA_RETRIEVE = (
-    LUA_IDS
-    + """
-function init(args)
-  math.randomseed({seed} + tid)
-end
-function request()
-  return wrk.format("GET", "/v1/verifications/" .. ids[math.random(#ids)])
-end
-"""
-)
-
-
-@dataclass(frozen=True)
-class Result:
-    requests: int
-    seconds: float
-    p50_ms: float
-    p95_ms: float
-    p99_ms: float
-    non_2xx: int
-    socket_errors: int
-    late: int
-    target_rps: float | None = None
-    # CPU seconds the server's processes used during the run, per request: what
-    # the server spends on one request, whatever wrk and the database take.
-    cpu_us: float | None = None
-
-    @property
-    def rps(self) -> float:
-        return self.requests / self.seconds if self.seconds else 0.0
-
-
-@dataclass(frozen=True)
-class Row:
-    server: str
-    call: str
-    result: Result
-
-
-@dataclass(frozen=True)
-class Load:
-    seconds: int
-    connections: int
-    threads: int
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_ready(url: str, context: ssl.SSLContext, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"server exited early: {url}")
-        try:
-            if httpx.get(f"{url}/healthz", verify=context).status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.2)
-    raise SystemExit(f"server not ready: {url}")
-
-
-def bench_account(relay: str, env: dict[str, str]) -> dict[str, str]:
-    """Migrate the database `env` names; create the bench account (`relay accounts create`)."""
-    subprocess.run([relay, "migrate"], env=env, check=True, capture_output=True)
-    created = subprocess.run(
-        [relay, "accounts", "create", "Bench", "--json"],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    account: dict[str, str] = json.loads(created.stdout)
-    return account
-
-
-@contextmanager
-def running(command: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
-    try:
-        yield process
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-
-
-def wrk(url: str, script: str, path: Path, load: Load, *, seconds: int | None = None) -> Result:
-    path.write_text(script)
-    command = [
-        "wrk",
-        f"-t{load.threads}",
-        f"-c{load.connections}",
-        f"-d{seconds or load.seconds}s",
-        "--timeout",
-        "10s",
-        "-s",
-        str(path),
-        url,
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    line = next((s for s in done.stdout.splitlines() if s.startswith("BENCH ")), None)
-    if done.returncode != 0 or line is None:
-        raise SystemExit(f"wrk failed on {url}:\n{done.stdout}\n{done.stderr}")
-    stats = json.loads(line.removeprefix("BENCH "))
-    if stats["requests"] == 0:
-        raise SystemExit(f"wrk completed no request on {url}:\n{done.stdout}\n{done.stderr}")
-    return Result(
-        requests=stats["requests"],
-        seconds=stats["duration_us"] / 1e6,
-        p50_ms=stats["p50_us"] / 1000,
-        p95_ms=stats["p95_us"] / 1000,
-        p99_ms=stats["p99_us"] / 1000,
-        non_2xx=stats["non_2xx"],
-        socket_errors=stats["socket_errors"],
-        late=stats["late"],
-    )
-
-
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def server_cpu_seconds(pid: int) -> float:
-    """User and system CPU of `pid` and every process below it (uvicorn's workers), Linux."""
-    parents: dict[int, int] = {}
-    times: dict[int, float] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # exited meanwhile
-        parents[int(entry.name)] = int(fields[1])
-        times[int(entry.name)] = (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
-    tree, frontier = {pid}, [pid]
-    while frontier:
-        parent = frontier.pop()
-        children = [child for child, ppid in parents.items() if ppid == parent]
-        tree.update(children)
-        frontier.extend(children)
-    return sum(times.get(member, 0.0) for member in tree)
 
 
 class Driver:
@@ -332,14 +107,14 @@ class Driver:
         self.next_id = 0
         self.create_rps = 0.0
         self.runs = 0
+        # The request shape of the creates and checks that follow (wrk_scripts.SHAPES).
+        self.shape = "keyed"
 
     def _script(self, body: str, rate: float | None) -> str:
         pacing = ""
         if rate is not None:
-            pacing = LUA_PACING.replace(
-                "{interval_ms}", repr(1000 * self.load.threads / rate)
-            ).replace("{start_ms}", str(1000 * PACING_START_S))
-        return LUA_AUTH.format(key=self.key) + body + pacing + LUA_STATS
+            pacing = pacing_lua(1000 * self.load.threads / rate, 1000 * PACING_START_S)
+        return script(self.key, body, shape=self.shape, pacing=pacing)
 
     def _run(
         self, path: str, body: str, *, rate: float | None = None, seconds: int | None = None
@@ -442,20 +217,6 @@ def run(args: argparse.Namespace) -> list[Row]:
         asyncio.run(reset_schema(PG_URL))
     with tempfile.TemporaryDirectory() as tmp:
         return run_all(Path(tmp), args)
-
-
-def figures(rows: list[Row]) -> dict[str, float]:
-    """Relay's rate over the floor's at peak, and Relay's p99 at half its peak."""
-    peak = {(r.server, r.call): r.result for r in rows if r.result.target_rps is None}
-    paced = {r.call: r.result for r in rows if r.result.target_rps is not None}
-    found: dict[str, float] = {}
-    for call in ("create", "check"):
-        relay, floor = peak[("relay", call)], peak[("reference", call)]
-        found[f"{call}_ratio"] = relay.rps / floor.rps
-        found[f"{call}_rps"] = relay.rps
-        found[f"{call}_floor_rps"] = floor.rps
-        found[f"{call}_p99_ms"] = paced[call].p99_ms
-    return found
 
 
 async def _require_database(url: str) -> None:
@@ -577,57 +338,29 @@ def run_all(tmp: Path, args: argparse.Namespace) -> list[Row]:
 
 
 def measure(driver: Driver, args: argparse.Namespace) -> list[Row]:
+    """Both request shapes of create and check on one server, each at peak, and
+    for Relay each again at half its own peak in that shape."""
     if args.warmup:
         driver.create(seconds=args.warmup)
-    rows = [
-        Row(driver.name, "healthz", driver.healthz()),
-        Row(driver.name, "create", create := driver.create()),
-        Row(driver.name, "check", check := driver.check()),
-    ]
-    if driver.name == "relay":
+    name = driver.name
+    rows = [Row(name, "healthz", driver.healthz())]
+    peaks: dict[str, tuple[Result, Result]] = {}
+    for shape in SHAPES:
+        driver.shape = shape
+        create, check = driver.create(), driver.check()
+        rows += [Row(name, "create", create, shape), Row(name, "check", check, shape)]
+        peaks[shape] = (create, check)
+    if name != "relay":
+        return rows
+    rows += [Row(name, "retrieve", driver.retrieve()), Row(name, "list", driver.list())]
+    for shape in SHAPES:
+        driver.shape = shape
+        create, check = peaks[shape]
         rows += [
-            Row(driver.name, "retrieve", driver.retrieve()),
-            Row(driver.name, "list", driver.list()),
-            Row(driver.name, "create", driver.create(rate=create.rps / 2)),
-            Row(driver.name, "check", driver.check(rate=check.rps / 2)),
+            Row(name, "create", driver.create(rate=create.rps / 2), shape),
+            Row(name, "check", driver.check(rate=check.rps / 2), shape),
         ]
     return rows
-
-
-def report(rows: list[Row], args: argparse.Namespace) -> None:
-    print(
-        f"db={args.db} processes={args.processes} seconds={args.seconds} "
-        f"connections={args.connections} wrk threads={args.threads} "
-        "(HTTPS, wrk on the same machine)"
-    )
-    header = f"{'server':10} {'call':9} {'load':15} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8}"
-    print(f"{header} {'p99 ms':>8} {'non-2xx':>8} {'errors':>7} {'CPU µs/req':>11}")
-    for row in rows:
-        result = row.result
-        load = "peak" if result.target_rps is None else f"half {result.target_rps:,.0f}/s"
-        latency = f"{result.p50_ms:8.2f} {result.p95_ms:8.2f} {result.p99_ms:8.2f}"
-        print(
-            f"{row.server:10} {row.call:9} {load:15} {result.rps:8,.0f} {latency}"
-            f" {result.non_2xx:8} {result.socket_errors:7} {result.cpu_us or 0:11,.0f}"
-        )
-    peak = {(r.server, r.call): r.result for r in rows if r.result.target_rps is None}
-    for call in ("create", "check"):
-        relay, floor = peak[("relay", call)], peak[("reference", call)]
-        print(
-            f"relay {call} = {relay.rps / floor.rps:.0%} of the reference floor "
-            f"({relay.rps:,.0f} vs {floor.rps:,.0f} req/s)"
-        )
-    for row in rows:
-        result = row.result
-        if result.target_rps is None:
-            continue
-        verdict = "met" if result.p99_ms < P99_TARGET_MS else "NOT met"
-        slips = f"{result.late} late of {result.requests}"
-        print(
-            f"relay {row.call} at half the peak rate: p99 {result.p99_ms:.1f} ms, "
-            f"target < {P99_TARGET_MS:.0f} ms {verdict}; achieved {result.rps:,.0f} of "
-            f"{result.target_rps:,.0f} req/s, {slips}"
-        )
 
 
 if __name__ == "__main__":

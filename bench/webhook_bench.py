@@ -47,8 +47,8 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.serving import bench_account, server_cpu_seconds  # noqa: E402
 from bench.smpp_bench import RELAY, recreate_pg, relay_process, sink  # noqa: E402
-from bench.verify_bench import bench_account, server_cpu_seconds  # noqa: E402
 
 from relay.config import Settings  # noqa: E402
 from relay.db.driver import open_db  # noqa: E402

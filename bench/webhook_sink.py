@@ -5,9 +5,10 @@ receiving webhooks does not compete with the load generator for one
 interpreter. `GET /stats` answers `{"counts": {type: n}, "first": seconds,
 "last": seconds, "paths": {path: {"count": n, "first": seconds, "last":
 seconds}}}`, where `first` and `last` are the monotonic clock (shared by every
-process of the machine) of the first and last `message.delivered`, over all
-paths and per path (bench/webhook_bench.py posts each of its runs to a path of
-its own).
+process of the machine) of the first and last `message.delivered` or
+`verification.delivered` (a bench run sends one of the two), over all paths
+and per path (bench/webhook_bench.py posts each of its runs to a path of its
+own).
 
   python bench/webhook_sink.py --port 9443 --cert c.pem --key k.pem
 """
@@ -28,6 +29,7 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
+DELIVERED = {"message.delivered", "verification.delivered"}
 counts: Counter[str] = Counter()
 first_delivered = 0.0
 last_delivered = 0.0
@@ -64,7 +66,7 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.body", "body": b""})
         return
     counts[kind] += 1
-    if kind == "message.delivered":
+    if kind in DELIVERED:
         last_delivered = time.monotonic()
         first_delivered = first_delivered or last_delivered
         path = paths.setdefault(scope["path"], {"count": 0, "first": last_delivered})
