@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
-from sqlalchemy.exc import DBAPIError
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
 
 from relay.cli.listening import PortUnavailable, Server, bind, url
 from relay.config import Settings
-from relay.db.migrate import upgrade
+from relay.db.migrate import DatabaseUnavailable, upgrade
 from relay.db.urls import is_postgres
 from relay.log import configure
 from relay.metrics.directory import mark_dead
@@ -99,11 +98,10 @@ def _serve_on(sock: socket.socket, settings: Settings, *, demo: bool, workers: i
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     try:
         upgrade(settings.resolved_database_url)
-    except DBAPIError as error:
-        # A database that cannot be opened or written (read-only, full, down) is one
-        # line and exit 1, not a traceback.
-        problem = f"database: {error.orig}; is it reachable, writable and not full?"
-        print(f"relay: {problem}", file=sys.stderr)
+    except DatabaseUnavailable as error:
+        # A database that cannot be reached, opened or written (down, misnamed,
+        # read-only, full) is one line and exit 1, not a traceback.
+        print(f"relay: database: {error}", file=sys.stderr)
         return 1
     paths = certificate(settings)
     if demo:
