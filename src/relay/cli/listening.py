@@ -3,10 +3,11 @@ the uvicorn server that says "listening" only once it is."""
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import signal
 import socket
+import threading
+import time
 from types import FrameType
 
 import uvicorn
@@ -68,25 +69,22 @@ def run(config: uvicorn.Config, sock: socket.socket, *, announce: str) -> bool:
         server.should_exit = True
 
     previous = signal.signal(signal.SIGTERM, stop)
+    announcer = threading.Thread(
+        target=_announce_when_started, args=(server, announce), daemon=True
+    )
+    announcer.start()
     try:
-        with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
-            runner.run(_serve(server, sock, announce))
+        server.run(sockets=[sock])
     finally:
         signal.signal(signal.SIGTERM, previous)
+        server.should_exit = True  # the announcer's cue, if the server never started
+        announcer.join()
     return server.started
 
 
-async def _serve(server: uvicorn.Server, sock: socket.socket, announce: str) -> None:
-    watcher = asyncio.create_task(_announce_when_started(server, announce))
-    try:
-        await server.serve(sockets=[sock])
-    finally:
-        watcher.cancel()
-
-
-async def _announce_when_started(server: uvicorn.Server, announce: str) -> None:
-    # uvicorn sets `started` once every socket listens; it offers no event to await.
-    while not server.started:  # noqa: ASYNC110
-        await asyncio.sleep(STARTED_POLL_SECONDS)
-    if not server.should_exit:
+def _announce_when_started(server: uvicorn.Server, announce: str) -> None:
+    # uvicorn sets `started` once every socket listens; it offers no event to wait on.
+    while not server.started and not server.should_exit:
+        time.sleep(STARTED_POLL_SECONDS)
+    if server.started and not server.should_exit:
         print(announce, flush=True)
