@@ -106,3 +106,17 @@ def test_a_missing_sqlite_directory_is_made_for_it(tmp_path: Path) -> None:
     migrated = run("migrate", f"sqlite:///{database}", tmp_path)
     assert migrated.returncode == 0, migrated.stderr
     assert database.exists()
+
+
+@COMMANDS
+def test_a_url_that_does_not_parse_is_one_line_without_echoing_it(
+    command: str, tmp_path: Path
+) -> None:
+    refused = run(command, "postgresql://relay:hunter2@db:notaport/relay", tmp_path)
+    assert_one_line(refused, "", "not well-formed")
+    assert "hunter2" not in refused.stderr
+
+
+def test_a_database_relay_does_not_support_is_one_line(tmp_path: Path) -> None:
+    url = "mysql://relay:hunter2@db/relay"
+    assert_one_line(run("migrate", url, tmp_path), "mysql://relay:***@db/relay", "not supported")

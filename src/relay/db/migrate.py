@@ -9,7 +9,8 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from relay.db.urls import is_postgres, shown, sqlite_file
 
@@ -31,6 +32,7 @@ def alembic_config(url: str) -> Config:
 
 def upgrade(url: str, revision: str = "head") -> None:
     """Migrate to `revision`; DatabaseUnavailable when the database cannot be used at all."""
+    _require_supported(url)
     try:
         directory = sqlite_file(url)
         if directory is not None:
@@ -39,6 +41,18 @@ def upgrade(url: str, revision: str = "head") -> None:
         command.upgrade(alembic_config(url), revision)
     except (DBAPIError, OSError) as error:
         raise DatabaseUnavailable(f"{cause(url, error)} ({shown(url)})") from error
+
+
+def _require_supported(url: str) -> None:
+    try:
+        backend = make_url(url).get_backend_name()
+    except (ArgumentError, ValueError) as error:
+        # Not echoed: a URL that does not parse cannot have its password masked.
+        raise DatabaseUnavailable(f"the database URL is not well-formed ({error})") from error
+    if backend not in ("sqlite", "postgresql"):
+        raise DatabaseUnavailable(
+            f"{backend}:// is not supported; use a sqlite:// or postgresql:// URL ({shown(url)})"
+        )
 
 
 def downgrade(url: str, revision: str = "base") -> None:
