@@ -26,7 +26,6 @@ from relay.db.tables import metadata
 from relay.services import Services, build_services
 from relay.tls import CertificatePaths, ensure_self_signed
 from relay.web.app import create_app
-from relay.web.protocol import RelayHttpProtocol
 
 T = TypeVar("T")
 TEST_CODE_KEY = "test-code-key-0123456789-0123456789-abcdef"
@@ -129,7 +128,7 @@ class ServerThread:
             log_config=None,
             access_log=False,
             proxy_headers=False,
-            http=RelayHttpProtocol,
+            http="httptools",
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)

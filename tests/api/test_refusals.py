@@ -163,8 +163,15 @@ def test_each_refusal_answers_in_the_error_shape(api: httpx.Client, case: Case) 
     assert api.get(URL).json()["data"] == []
 
 
+# What uvicorn answers itself when its HTTP parser refuses a request (decision 0100).
+PARSER_REFUSAL = (400, {"text/plain": "Invalid HTTP request received."})
+
+
 def exchange(server: RunningServer, head: str, body: bytes) -> list[tuple[int, dict[str, Any]]]:
-    """Send raw bytes over TLS and read every answer until the server closes."""
+    """Send raw bytes over TLS and read every answer until the server closes.
+
+    A JSON answer is its parsed body; a plain-text one `{"text/plain": text}`.
+    """
     port = int(server.base_url.rsplit(":", 1)[1])
     raw = socket.create_connection(("localhost", port), timeout=10)
     with server.tls_context().wrap_socket(raw, server_hostname="localhost") as tls:
@@ -177,9 +184,14 @@ def exchange(server: RunningServer, head: str, body: bytes) -> list[tuple[int, d
         head_bytes, _, rest = received.partition(b"\r\n\r\n")
         lines = head_bytes.decode("latin-1").split("\r\n")
         headers = dict(line.lower().split(": ", 1) for line in lines[1:])
-        assert headers["content-type"] == "application/json", lines
         length = int(headers["content-length"])
-        answers.append((int(lines[0].split()[1]), json.loads(rest[:length])))
+        if headers["content-type"] == "application/json":
+            answer = json.loads(rest[:length])
+        else:
+            assert headers["content-type"].startswith("text/plain"), lines
+            assert headers["connection"] == "close", lines
+            answer = {"text/plain": rest[:length].decode()}
+        answers.append((int(lines[0].split()[1]), answer))
         received = rest[length:]
     return answers
 
@@ -202,14 +214,25 @@ def request_head(account: NewAccount, *lengths: str, close: bool = True) -> str:
     [["abc"], ["-1"], ["1e3"], [str(len(GOOD)), "3"]],
     ids=["not a number", "negative", "an exponent", "given twice, differently"],
 )
-def test_a_malformed_content_length_is_refused_in_the_error_shape(
+def test_a_malformed_content_length_is_refused_by_the_server_and_the_connection_closes(
     server: RunningServer, account: NewAccount, lengths: list[str]
 ) -> None:
-    answers = exchange(server, request_head(account, *lengths), GOOD)
+    # Keep-alive asked for: the close is the server's, since the framing is lost.
+    answers = exchange(server, request_head(account, *lengths, close=False), GOOD)
 
-    assert [(status, body["error"]["code"]) for status, body in answers] == [
-        (400, "parameter_invalid")
-    ]
+    assert answers == [PARSER_REFUSAL]
+
+
+def test_a_malformed_chunked_body_is_refused_by_the_server_without_a_traceback(
+    server: RunningServer, account: NewAccount, caplog: pytest.LogCaptureFixture
+) -> None:
+    head = request_head(account, close=False) + "Transfer-Encoding: chunked\n"
+
+    answers = exchange(server, head, b"zz\r\n" + GOOD + b"\r\n0\r\n\r\n")
+
+    assert answers == [PARSER_REFUSAL]
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == []
+    assert "Invalid HTTP request received." in caplog.messages
 
 
 def test_a_content_length_shorter_than_the_body_leaves_every_answer_in_the_error_shape(
@@ -222,11 +245,15 @@ def test_a_content_length_shorter_than_the_body_leaves_every_answer_in_the_error
     # The declared bytes are a cut-off document, and what follows them is no request:
     # the parser may refuse those before the cut-off document is answered, then closes.
     assert answers
-    for status, body in answers:
+    for status, body in answers[:-1]:
         assert (status, body["error"]["code"]) in {
             (400, "invalid_json"),
             (400, "parameter_invalid"),
         }
+    assert answers[-1] == PARSER_REFUSAL or answers[-1][1]["error"]["code"] in {
+        "invalid_json",
+        "parameter_invalid",
+    }
 
 
 def test_a_content_length_longer_than_the_body_is_refused_once_the_rest_fails_to_come(

@@ -6,9 +6,13 @@ from __future__ import annotations
 import errno
 import signal
 import socket
+import threading
+import time
 from types import FrameType
 
 import uvicorn
+
+STARTED_POLL_SECONDS = 0.005
 
 
 class PortUnavailable(Exception):
@@ -48,25 +52,39 @@ def url(host: str, sock: socket.socket) -> str:
     return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
 
 
-class Server(uvicorn.Server):
-    """uvicorn's server, with two changes for an operator.
+def run(config: uvicorn.Config, sock: socket.socket, *, announce: str) -> bool:
+    """Serve on `sock` until stopped; True when the server had started.
 
-    "listening" is printed once the application has started and the socket
-    accepts connections, never before. SIGTERM is how a supervisor asks for a
-    stop: one that finished its graceful shutdown exits 0, instead of dying by
-    the signal that uvicorn would raise again afterwards.
+    Two things for an operator, through uvicorn's public API alone. "listening"
+    is printed once the application has started and the socket accepts
+    connections, never before. SIGTERM is how a supervisor asks for a stop: one
+    that finished its graceful shutdown exits 0, instead of dying by the signal
+    that uvicorn raises again afterwards, into the handler it found installed.
     """
+    server = uvicorn.Server(config)
 
-    def __init__(self, config: uvicorn.Config, *, announce: str) -> None:
-        super().__init__(config)
-        self._announce = announce
+    def stop(sig: int, frame: FrameType | None) -> None:
+        # Before uvicorn installs its own handler, or when it hands the signal
+        # back after its shutdown: either way, stop (again) without dying.
+        server.should_exit = True
 
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        if not self.should_exit:
-            print(self._announce, flush=True)
+    previous = signal.signal(signal.SIGTERM, stop)
+    announcer = threading.Thread(
+        target=_announce_when_started, args=(server, announce), daemon=True
+    )
+    announcer.start()
+    try:
+        server.run(sockets=[sock])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        server.should_exit = True  # the announcer's cue, if the server never started
+        announcer.join()
+    return server.started
 
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        super().handle_exit(sig, frame)
-        if sig == signal.SIGTERM:
-            self._captured_signals.remove(sig)
+
+def _announce_when_started(server: uvicorn.Server, announce: str) -> None:
+    # uvicorn sets `started` once every socket listens; it offers no event to wait on.
+    while not server.started and not server.should_exit:
+        time.sleep(STARTED_POLL_SECONDS)
+    if server.started and not server.should_exit:
+        print(announce, flush=True)

@@ -187,12 +187,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             finally:
                 if metrics_dir is not None:
                     metrics_dir.remove()
-        from relay.db.migrate import upgrade
+        from relay.db.migrate import DatabaseUnavailable, upgrade
         from relay.private_files import private_dir
 
         # A SQLite file can only be made in a directory that exists.
         private_dir(settings.data_dir)
-        upgrade(settings.resolved_database_url)
+        try:
+            upgrade(settings.resolved_database_url)
+        except DatabaseUnavailable as error:
+            print(f"relay: database: {error}", file=sys.stderr)
+            return 1
         if args.command == "migrate":
             print("migrations applied")
             return 0

@@ -14,21 +14,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
-from sqlalchemy.exc import DBAPIError
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
 
-from relay.cli.listening import PortUnavailable, Server, bind, url
+from relay.cli.listening import PortUnavailable, bind, run, url
 from relay.config import Settings
-from relay.db.migrate import upgrade
+from relay.db.migrate import DatabaseUnavailable, upgrade
 from relay.db.urls import is_postgres
 from relay.log import configure
-from relay.metrics.directory import mark_dead
+from relay.metrics.directory import forget_dead_workers
 from relay.private_files import private_dir
 from relay.services import build_services
 from relay.tls import CertificatePaths, ensure_self_signed
 from relay.web.app import create_app
-from relay.web.protocol import RelayHttpProtocol
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -107,11 +105,10 @@ def _serve_on(sock: socket.socket, settings: Settings, *, demo: bool, workers: i
         print(f"relay: {warning}", file=sys.stderr)
     try:
         upgrade(settings.resolved_database_url)
-    except DBAPIError as error:
-        # A database that cannot be opened or written (read-only, full, down) is one
-        # line and exit 1, not a traceback.
-        problem = f"database: {error.orig}; is it reachable, writable and not full?"
-        print(f"relay: {problem}", file=sys.stderr)
+    except DatabaseUnavailable as error:
+        # A database that cannot be reached, opened or written (down, misnamed,
+        # read-only, full) is one line and exit 1, not a traceback.
+        print(f"relay: database: {error}", file=sys.stderr)
         return 1
     paths = certificate(settings)
     if demo:
@@ -123,12 +120,12 @@ def _serve_on(sock: socket.socket, settings: Settings, *, demo: bool, workers: i
         return _serve_processes(sock, settings, paths, workers)
     app = create_app(build_services(settings))
     tune_garbage_collector()
-    server = Server(
+    started = run(
         _uvicorn_config(app, settings, paths),
+        sock,
         announce=f"Relay listening on {url(settings.host, sock)}",
     )
-    server.run(sockets=[sock])
-    return 0 if server.started else 1
+    return 0 if started else 1
 
 
 def _serve_processes(
@@ -147,33 +144,12 @@ def _serve_processes(
     )
     # The children start listening as they come up; the socket is bound already.
     print(f"Relay listening on {url(settings.host, sock)} ({workers} processes)", flush=True)
-    supervisor = _Supervisor(config, sockets=[sock])
+    supervisor = Multiprocess(config, sockets=[sock])
     supervisor.run()
     if any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes):
         print("relay: a server process failed to start; see the log above", file=sys.stderr)
         return 1
     return 0
-
-
-class _Supervisor(Multiprocess):
-    """uvicorn's supervisor, telling the metrics directory which workers it replaced."""
-
-    def keep_subprocess_alive(self) -> None:
-        before = self._pids()
-        super().keep_subprocess_alive()
-        self._mark_gone(before)
-
-    def restart_all(self) -> None:
-        before = self._pids()
-        super().restart_all()
-        self._mark_gone(before)
-
-    def _pids(self) -> set[int]:
-        return {process.pid for process in self.processes if process.pid is not None}
-
-    def _mark_gone(self, before: set[int]) -> None:
-        for pid in before - self._pids():
-            mark_dead(pid)
 
 
 def tune_garbage_collector() -> None:
@@ -194,6 +170,8 @@ def tune_garbage_collector() -> None:
 def process_app(settings: Settings) -> Starlette:
     """Runs in each spawned server process, which owns its logging, pool and background work."""
     configure(settings.log_level, settings.log_format)
+    # A worker starting may be the replacement of one that died.
+    forget_dead_workers()
     app = create_app(build_services(settings))
     tune_garbage_collector()
     return app
@@ -216,7 +194,8 @@ def _uvicorn_config(
         # uvicorn would believe X-Forwarded-For from loopback whatever trusted_proxies
         # says; relay.web.peers alone decides who the client is.
         proxy_headers=False,
-        http=RelayHttpProtocol,
+        # Its refusals of malformed framing are plain text (decision 0100).
+        http="httptools",
         timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout),
     )
 

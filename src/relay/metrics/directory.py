@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"
+# A file per worker process, `<pid>.worker`, beside prometheus-client's `*.db` files
+# (which alone it reads): the processes whose liveness a scrape checks.
+WORKER_SUFFIX = ".worker"
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,7 @@ def prepare(workers: int) -> Prepared | None:
     if given:
         path = Path(given)
         path.mkdir(parents=True, exist_ok=True)
-        for stale in path.glob("*.db"):
+        for stale in (*path.glob("*.db"), *path.glob(f"*{WORKER_SUFFIX}")):
             stale.unlink()
         return Prepared(path, owned=False)
     if workers <= 1:
@@ -52,10 +55,34 @@ def in_use() -> bool:
     return bool(os.environ.get(ENV))
 
 
-def mark_dead(pid: int) -> None:
-    """A worker exited: its live gauges no longer count (its counters still do)."""
-    if not in_use():
+def forget_dead_workers() -> None:
+    """Record this process as a worker; drop the live gauges of recorded workers that exited.
+
+    A worker that died keeps its files: its counters still count, its live
+    gauges (in flight now, connections open) must not. Run as each worker
+    starts (a replacement comes up right after a death) and at each scrape.
+    """
+    given = os.environ.get(ENV)
+    if not given:
         return
     from prometheus_client import multiprocess
 
-    multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
+    path = Path(given)
+    (path / f"{os.getpid()}{WORKER_SUFFIX}").touch()
+    for record in path.glob(f"*{WORKER_SUFFIX}"):
+        pid = record.name.removesuffix(WORKER_SUFFIX)
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        multiprocess.mark_process_dead(int(pid), given)  # type: ignore[no-untyped-call]
+        record.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        # Signal 0 is delivered to nobody: it only asks whether the process exists.
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, as another user's process
+    return True

@@ -12,7 +12,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from relay.metrics import families  # noqa: F401  (registers the families before a scrape)
-from relay.metrics.directory import in_use
+from relay.metrics.directory import forget_dead_workers, in_use
 from relay.metrics.outbox import Backlog
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -42,6 +42,7 @@ class _Outbox(Collector):
 
 def render(backlogs: Sequence[Backlog]) -> bytes:
     if in_use():
+        forget_dead_workers()
         counted = CollectorRegistry()
         multiprocess_mode.MultiProcessCollector(counted)  # type: ignore[no-untyped-call]
     else:

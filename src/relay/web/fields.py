@@ -13,6 +13,10 @@ _URL_PROBLEMS = {
     "too_long": "webhook_url may be at most 2048 characters.",
     "userinfo": "webhook_url may not carry a user name or password.",
     "no_host": "webhook_url needs a host name.",
+    "invalid_host": (
+        "webhook_url's host must be an IP literal or a valid DNS name: labels of letters, "
+        "digits and inner hyphens, at most 63 characters each and 253 in all."
+    ),
     "refused_address": "webhook_url points at a private or reserved address.",
 }
 

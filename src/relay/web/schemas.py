@@ -52,7 +52,8 @@ def webhook_url_field(what: str) -> Any:
         None,
         description=(
             f"HTTPS URL that receives {what} events: at most 2048 characters, no user "
-            "name or password, not an IP literal in a private or reserved range."
+            "name or password; its host a valid DNS name (IDNA 2008) or an IP literal, "
+            "neither a private or reserved address."
         ),
         json_schema_extra={"pattern": WEBHOOK_URL_PATTERN},
     )

@@ -19,14 +19,19 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
 from urllib.parse import urlsplit
 
+import idna
 from yarl import URL
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 Resolver = Callable[[str, int], Awaitable[Sequence[IPAddress]]]
-UrlProblem = Literal["malformed", "not_https", "too_long", "userinfo", "no_host", "refused_address"]
+UrlProblem = Literal[
+    "malformed", "not_https", "too_long", "userinfo", "no_host", "invalid_host", "refused_address"
+]
 
 MAX_URL_LENGTH = 2048
+# RFC 1035: 253 characters in the dotted form, without the root's trailing dot.
+MAX_NAME_LENGTH = 253
 
 # IANA special-purpose registries, listed here rather than trusting
 # `ipaddress.is_global` alone: its tables differ between Python patch releases
@@ -73,6 +78,10 @@ class GuardError(Exception):
 
 class UnresolvableHostError(GuardError):
     """The webhook host name did not resolve to any address."""
+
+
+class InvalidHostNameError(GuardError):
+    """The webhook host is neither an IP literal nor a valid DNS name."""
 
 
 class RefusedDestinationError(GuardError):
@@ -145,7 +154,13 @@ def url_problem(url: str, *, allowed: Sequence[IPNetwork] = ()) -> UrlProblem | 
         return "userinfo"
     if not parts.hostname:
         return "no_host"
-    problem = host_problem(parts.hostname, allowed)
+    host = parts.hostname
+    if _ip_literal(host) is None:
+        try:
+            host = normalised_host(host)
+        except InvalidHostNameError:
+            return "invalid_host"
+    problem = host_problem(host, allowed)
     if problem is not None:
         return problem
     # The client connects to the host as yarl normalises it (IDNA, NFKC), and
@@ -172,6 +187,24 @@ def endpoint(url: str) -> str:
         if char in "/?#":
             return f"{scheme}://{rest[:index]}"
     return url
+
+
+def normalised_host(host: str) -> str:
+    """`host` as DNS looks it up: IDNA 2008 (UTS #46 mapping, so case, full-width
+    forms and ideographic dots fold), plain ASCII letters, digits and hyphens.
+
+    InvalidHostNameError when it is not a valid DNS name: an empty label, a
+    label over 63 characters or starting or ending with a hyphen, a name over
+    253 characters, any other character. A client library would refuse such a
+    name only at connect time, or read it differently from this check.
+    """
+    try:
+        encoded = idna.encode(host, uts46=True, std3_rules=True).decode("ascii")
+    except (idna.IDNAError, UnicodeError) as exc:
+        raise InvalidHostNameError(f"{host!r} is not a valid DNS name: {exc}") from exc
+    if len(encoded.removesuffix(".")) > MAX_NAME_LENGTH:
+        raise InvalidHostNameError(f"{host!r} is longer than {MAX_NAME_LENGTH} characters")
+    return encoded
 
 
 def host_problem(host: str, allowed: Sequence[IPNetwork] = ()) -> UrlProblem | None:
@@ -233,6 +266,9 @@ async def _resolve(host: str, port: int, resolver: Resolver) -> list[IPAddress]:
     literal = _ip_literal(host)
     if literal is not None:
         return [literal]
+    # Never handed to the system resolver unchecked: its IDNA codec raises on
+    # names this refuses, and the attempt must fail as an attempt, not crash.
+    normalised_host(host)
     try:
         addresses = list(await resolver(host, port))
     except OSError as exc:

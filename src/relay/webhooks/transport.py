@@ -21,6 +21,7 @@ from yarl import URL
 
 from relay.webhooks.guard import (
     GuardError,
+    InvalidHostNameError,
     IPNetwork,
     RefusedDestinationError,
     Resolver,
@@ -214,10 +215,15 @@ async def post(
 
 def _target(url: str, allowed: Sequence[IPNetwork]) -> URL | DeliveryError:
     # url_problem checks the host as aiohttp reads it, which matters because
-    # aiohttp connects to an IP literal without asking the resolver.
+    # aiohttp connects to an IP literal without asking the resolver. A stored URL
+    # passed the same check at create, unless it was stored before a rule existed:
+    # then it fails its attempts here, as any unusable URL does.
     problem = url_problem(url, allowed=allowed)
     if problem is None:
-        return URL(url)
+        try:
+            return URL(url)
+        except ValueError:
+            return "invalid_url"
     return "refused_address" if problem == "refused_address" else "invalid_url"
 
 
@@ -250,7 +256,9 @@ def _elapsed_ms(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
 
 
-_NETWORK_ERRORS = (GuardError, TimeoutError, OSError, aiohttp.ClientError)
+# ValueError (UnicodeError among them): a host the client or the system's IDNA
+# codec cannot encode, which the URL check should have refused already.
+_NETWORK_ERRORS = (GuardError, TimeoutError, OSError, aiohttp.ClientError, ValueError)
 
 
 def _classify(exc: BaseException) -> DeliveryError:
@@ -258,13 +266,16 @@ def _classify(exc: BaseException) -> DeliveryError:
         return "refused_address"
     if isinstance(exc, UnresolvableHostError | aiohttp.ClientConnectorDNSError):
         return "dns_error"
-    if isinstance(exc, aiohttp.InvalidURL):
+    if isinstance(exc, aiohttp.InvalidURL | InvalidHostNameError):
         return "invalid_url"
     # aiohttp's own timeouts are TimeoutErrors too.
     if isinstance(exc, TimeoutError):
         return "timeout"
     if isinstance(exc, aiohttp.ClientSSLError) or _caused_by_ssl_error(exc):
         return "tls_error"
+    # After TLS: a failed certificate check is a ValueError too.
+    if isinstance(exc, ValueError):
+        return "invalid_url"
     # The receiver broke HTTP: closed before answering, or answered garbage.
     if isinstance(
         exc,
