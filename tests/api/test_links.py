@@ -22,7 +22,7 @@ def port_of(server: RunningServer) -> int:
 def doc_urls(server: RunningServer, account: NewAccount, host: str) -> list[str]:
     """The doc_url of refusals made at each layer: the router (no such route), the
     route's own key check, and the edge (a form body). Malformed framing is answered by
-    the server in plain text, with no link (decision 0100)."""
+    the server in plain text, with no link (decision 0027)."""
     headers = {"Host": host}
     with server.client(None) as anonymous:
         answers = [

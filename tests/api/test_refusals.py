@@ -163,7 +163,7 @@ def test_each_refusal_answers_in_the_error_shape(api: httpx.Client, case: Case) 
     assert api.get(URL).json()["data"] == []
 
 
-# What uvicorn answers itself when its HTTP parser refuses a request (decision 0100).
+# What uvicorn answers itself when its HTTP parser refuses a request (decision 0027).
 PARSER_REFUSAL = (400, {"text/plain": "Invalid HTTP request received."})
 
 

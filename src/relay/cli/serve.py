@@ -194,7 +194,7 @@ def _uvicorn_config(
         # uvicorn would believe X-Forwarded-For from loopback whatever trusted_proxies
         # says; relay.web.peers alone decides who the client is.
         proxy_headers=False,
-        # Its refusals of malformed framing are plain text (decision 0100).
+        # Its refusals of malformed framing are plain text (decision 0027).
         http="httptools",
         timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout),
     )
