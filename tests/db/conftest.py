@@ -12,6 +12,8 @@ import pytest_asyncio
 
 from relay.db.driver import Db, open_db
 from relay.db.sql import Sql
+from relay.services import Services, build_services
+from tests.harness import test_settings
 from tests.webhooks.receiver import isolated_database
 
 ACCOUNT_ID = "acct_1"
@@ -34,3 +36,19 @@ async def db(
         yield opened
     finally:
         await opened.close()
+
+
+@pytest_asyncio.fixture
+async def services(
+    request: pytest.FixtureRequest, tmp_path: Path, database_url: str
+) -> AsyncIterator[Services]:
+    """The whole service on a fresh database named after the test module, its delivery
+    started, for tests that count what a use case sends to the database."""
+    name = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+    url = await asyncio.to_thread(isolated_database, database_url, name, tmp_path)
+    built = build_services(test_settings(tmp_path, url))
+    await built.delivery.start(dispatch=True)
+    try:
+        yield built
+    finally:
+        await built.close()

@@ -7,19 +7,14 @@ a round trip to a hot path fails here, not in a benchmark.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from relay.accounts.models import Caller
-from relay.services import Services, build_services
+from relay.services import Services
 from relay.verifications.service import CreateRequest
-from tests.harness import test_settings
-from tests.webhooks.receiver import isolated_database
 
 # Upper bounds, with the statements they stand for, the same on SQLite and PostgreSQL.
 # create, one transaction: everything the send is decided on in one read (the
@@ -58,17 +53,6 @@ def committed(services: Services) -> Iterator[list[int]]:
         yield made
     finally:
         made.append(services.db.commits - before)
-
-
-@pytest_asyncio.fixture
-async def services(tmp_path: Path, database_url: str) -> AsyncIterator[Services]:
-    url = await asyncio.to_thread(isolated_database, database_url, "query_counts", tmp_path)
-    built = build_services(test_settings(tmp_path, url))
-    await built.delivery.start(dispatch=True)
-    try:
-        yield built
-    finally:
-        await built.close()
 
 
 async def caller(services: Services) -> Caller:

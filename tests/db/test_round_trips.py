@@ -9,20 +9,16 @@ differs, inside the data layer.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import httpx
 import pytest
 import pytest_asyncio
 
-from relay.services import Services, build_services
+from relay.services import Services
 from relay.web.app import create_app
 from tests.db.test_query_counts import committed, counted
-from tests.harness import test_settings
-from tests.webhooks.receiver import isolated_database
 
 # Each request first finds its API key, then looks its Idempotency-Key up (both reads,
 # outside any transaction), and last stores its answer under that key.
@@ -39,17 +35,6 @@ APPROVING_CHECK = ["SELECT", "INSERT", "UPDATE", "INSERT", "INSERT"]
 def around(statements: list[str]) -> list[str]:
     before, after = AROUND
     return [*before, *statements, *after]
-
-
-@pytest_asyncio.fixture
-async def services(tmp_path: Path, database_url: str) -> AsyncIterator[Services]:
-    url = await asyncio.to_thread(isolated_database, database_url, "round_trips", tmp_path)
-    built = build_services(test_settings(tmp_path, url))
-    await built.delivery.start(dispatch=True)
-    try:
-        yield built
-    finally:
-        await built.close()
 
 
 @pytest_asyncio.fixture
