@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from serving import bench_account, free_port, running, wait_ready
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
-from verify_bench import bench_account, free_port, running, wait_ready
 
 from relay.db.driver import open_db
 from relay.db.sql import Sql
