@@ -17,6 +17,7 @@ from relay.db.migrate import upgrade
 from relay.db.urls import is_postgres
 from tests.carriers.smpp_peer import install_peer
 from tests.harness import RunningServer, ServerThread, create_account, run, test_settings
+from tests.webhooks.receiver import Identity, Receiver, running_receiver, write_identity
 
 PG_URL = os.environ.get("RELAY_TEST_DATABASE_URL")
 
@@ -86,3 +87,16 @@ def peer_dir(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFacto
     cache = getattr(pytestconfig, "cache", None)
     root = cache.mkdir("smpp-peer") if cache is not None else tmp_path_factory.mktemp("npm")
     return install_peer(Path(root))
+
+
+@pytest.fixture(scope="module")
+def identity(tmp_path_factory: pytest.TempPathFactory) -> Identity:
+    """A test CA and the receiver's leaf, for a module whose server posts webhooks."""
+    return write_identity(tmp_path_factory.mktemp("webhook-pki"))
+
+
+@pytest.fixture(scope="module")
+def receiver(identity: Identity) -> Iterator[Receiver]:
+    """An HTTPS webhook receiver in its own process, trusted by `identity`'s CA."""
+    with running_receiver(identity) as running:
+        yield running

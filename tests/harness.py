@@ -8,7 +8,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -84,15 +84,21 @@ def every_stored_value(settings: Settings) -> list[Any]:
     return read_db(settings, dump)
 
 
-def create_account(settings: Settings, name: str = "Acme") -> NewAccount:
-    async def make() -> NewAccount:
+def using_services(settings: Settings, use: Callable[[Services], Awaitable[T]]) -> T:
+    """Run one use case on services of their own on the server's database, from a test."""
+
+    async def go() -> T:
         services = build_services(settings)
         try:
-            return await services.accounts.create_account(name)
+            return await use(services)
         finally:
             await services.close()
 
-    return run(make())
+    return run(go())
+
+
+def create_account(settings: Settings, name: str = "Acme") -> NewAccount:
+    return using_services(settings, lambda services: services.accounts.create_account(name))
 
 
 @dataclass

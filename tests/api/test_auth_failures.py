@@ -14,10 +14,18 @@ import httpx
 import pytest
 
 from relay.accounts import key_store
-from relay.services import build_services
+from relay.services import Services
 from relay.web.peers import limit_key
 from relay.web.ratelimit import LocalMovingWindow, RequestRateLimiter, window_item
-from tests.harness import RunningServer, ServerThread, create_account, read_db, run, test_settings
+from tests.harness import (
+    RunningServer,
+    ServerThread,
+    create_account,
+    read_db,
+    run,
+    test_settings,
+    using_services,
+)
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -172,16 +180,12 @@ def _get(server: RunningServer, key: str | None, address: str) -> httpx.Response
 
 
 def _revoke(server: RunningServer, raw: str) -> str:
-    async def revoke() -> str:
-        services = build_services(server.settings)
-        try:
-            key_id = (await services.accounts.authenticate(raw)).key_id
-            await services.accounts.revoke_key(key_id)
-            return key_id
-        finally:
-            await services.close()
+    async def revoke(services: Services) -> str:
+        key_id = (await services.accounts.authenticate(raw)).key_id
+        await services.accounts.revoke_key(key_id)
+        return key_id
 
-    return run(revoke())
+    return using_services(server.settings, revoke)
 
 
 def _stored_key(server: RunningServer, key_id: str) -> key_store.ApiKey:

@@ -17,25 +17,12 @@ from tests.webhooks.receiver import (
     events_of,
     isolated_database,
     number,
-    running_receiver,
     settled,
     webhook_server,
-    write_identity,
 )
 
 URL = "/v1/events"
 _numbers = itertools.count(300)
-
-
-@pytest.fixture(scope="module")
-def identity(tmp_path_factory: pytest.TempPathFactory) -> Identity:
-    return write_identity(tmp_path_factory.mktemp("webhook-pki"))
-
-
-@pytest.fixture(scope="module")
-def receiver(identity: Identity) -> Iterator[Receiver]:
-    with running_receiver(identity) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

@@ -24,10 +24,8 @@ from tests.webhooks.receiver import (
     Identity,
     Receiver,
     isolated_database,
-    running_receiver,
     wait_until,
     webhook_server,
-    write_identity,
 )
 
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -48,17 +46,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason="needs Debian's chromium"),
 ]
-
-
-@pytest.fixture(scope="module")
-def identity(tmp_path_factory: pytest.TempPathFactory) -> Identity:
-    return write_identity(tmp_path_factory.mktemp("console-pki"))
-
-
-@pytest.fixture(scope="module")
-def receiver(identity: Identity) -> Iterator[Receiver]:
-    with running_receiver(identity) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ from tests.harness import (
     every_stored_value,
     run,
     test_settings,
+    using_services,
 )
 
 ADMIN_TOKEN = "admin-token-for-the-session-tests"
@@ -116,14 +117,7 @@ def test_rolling_the_sessions_key_ends_the_session_when_the_overlap_ends(
     cookie = signed_in_cookie(server, account.test_key)
     key_id = _key_id(server, account.test_key)
 
-    async def roll() -> None:
-        services = build_services(server.settings)
-        try:
-            await services.accounts.roll_key(key_id, overlap=60)
-        finally:
-            await services.close()
-
-    run(roll())
+    using_services(server.settings, lambda services: services.accounts.roll_key(key_id, overlap=60))
     assert opens_keys_page(server, cookie)  # the overlap is not over
     server.clock.advance(61)
     assert not opens_keys_page(server, cookie)
@@ -145,15 +139,8 @@ def test_revoking_the_sessions_key_ends_the_session_at_the_next_request(
     cookie = signed_in_cookie(server, account.test_key)
     key_id = _key_id(server, account.test_key)
 
-    async def revoke() -> None:
-        services = build_services(server.settings)
-        try:
-            await services.accounts.revoke_key(key_id)
-        finally:
-            await services.close()
-
     assert opens_keys_page(server, cookie)
-    run(revoke())
+    using_services(server.settings, lambda services: services.accounts.revoke_key(key_id))
     assert not opens_keys_page(server, cookie)
 
 
@@ -234,11 +221,5 @@ def _sign_in(server: RunningServer, client: str, secret: str) -> httpx.Response:
 
 
 def _key_id(server: RunningServer, raw: str) -> str:
-    async def find() -> str:
-        services = build_services(server.settings)
-        try:
-            return (await services.accounts.authenticate(raw)).key_id
-        finally:
-            await services.close()
-
-    return run(find())
+    caller = using_services(server.settings, lambda services: services.accounts.authenticate(raw))
+    return caller.key_id

@@ -10,12 +10,7 @@ import pytest_asyncio
 
 from tests.carriers.smpp_peer import SmppPeer
 from tests.faults.relay_process import DELIVERED
-from tests.webhooks.receiver import Identity, Receiver, running_receiver, write_identity
-
-
-@pytest.fixture(scope="module")
-def identity(tmp_path_factory: pytest.TempPathFactory) -> Identity:
-    return write_identity(tmp_path_factory.mktemp("webhook-pki"))
+from tests.webhooks.receiver import Identity, Receiver, running_receiver
 
 
 @pytest.fixture

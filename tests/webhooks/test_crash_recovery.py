@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -33,24 +33,11 @@ from tests.webhooks.receiver import (
     isolated_database,
     number,
     record_events,
-    running_receiver,
     wait_until,
     webhook_settings,
-    write_identity,
 )
 
 RELAY = [sys.executable, "-m", "relay.cli.main"]
-
-
-@pytest.fixture(scope="module")
-def identity(tmp_path_factory: pytest.TempPathFactory) -> Identity:
-    return write_identity(tmp_path_factory.mktemp("webhook-pki"))
-
-
-@pytest.fixture(scope="module")
-def receiver(identity: Identity) -> Iterator[Receiver]:
-    with running_receiver(identity) as running:
-        yield running
 
 
 @pytest.fixture

@@ -27,26 +27,13 @@ from tests.webhooks.receiver import (
     Receiver,
     isolated_database,
     number,
-    running_receiver,
     settled,
     webhook_server,
-    write_identity,
 )
 
 ENVELOPE = {"id", "object", "type", "created_at", "livemode", "data"}
 POLL = 10.0
 _numbers = itertools.count(100)
-
-
-@pytest.fixture(scope="module")
-def identity(tmp_path_factory: pytest.TempPathFactory) -> Identity:
-    return write_identity(tmp_path_factory.mktemp("webhook-pki"))
-
-
-@pytest.fixture(scope="module")
-def receiver(identity: Identity) -> Iterator[Receiver]:
-    with running_receiver(identity) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

@@ -24,16 +24,10 @@ from tests.webhooks.receiver import (
     record_events,
     running_receiver,
     webhook_settings,
-    write_identity,
 )
 
 TOTAL = 4
 PER_ENDPOINT = 2
-
-
-@pytest.fixture(scope="module")
-def identity(tmp_path_factory: pytest.TempPathFactory) -> Identity:
-    return write_identity(tmp_path_factory.mktemp("webhook-pki"))
 
 
 @pytest.fixture

@@ -25,25 +25,12 @@ from tests.webhooks.receiver import (
     Receiver,
     isolated_database,
     number,
-    running_receiver,
     settled,
     webhook_server,
-    write_identity,
 )
 
 ADMIN_TOKEN = "admin-token-for-the-mode-secret-tests"
 _numbers = itertools.count(3000)
-
-
-@pytest.fixture(scope="module")
-def identity(tmp_path_factory: pytest.TempPathFactory) -> Identity:
-    return write_identity(tmp_path_factory.mktemp("mode-secrets-pki"))
-
-
-@pytest.fixture(scope="module")
-def receiver(identity: Identity) -> Iterator[Receiver]:
-    with running_receiver(identity) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")
