@@ -4,6 +4,7 @@ attempts table (on SQLite and PostgreSQL)."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -90,7 +91,11 @@ async def test_live_final_attempts_of_the_hour_count_by_carrier_and_country(
     await fail(services, await verify(services, live, "+33612345674"), "carrier_rejected")
     await fail(services, await send(services, live, "+33612345675"), "send_canceled")
     await fail(services, await send(services, live, "+33612345676"), "carrier_not_configured")
-    await verify(services, live, "+14155550123")
+    approved = await verify(services, live, "+14155550123")
+    await verify(services, live, "+14155550124")
+    code = re.search(r"\d{6}", services.sandbox.sent[-2].body)
+    assert code is not None
+    await services.verifications.check(live, code=code.group(), verification_id=approved)
     await send(services, await caller(services, live=False), "+15005550006")
     row = await services.db.read(
         lambda tx: tx.fetchrow(Sql("SELECT at FROM attempts WHERE message_id = :m"), {"m": slow})
@@ -101,8 +106,9 @@ async def test_live_final_attempts_of_the_hour_count_by_carrier_and_country(
 
     assert await read(services) == {
         # Canceled and unconfigured attempts say nothing about the carrier; 7 s and 0 s.
-        ("near", "FR"): Figures(final=4, delivered=2, median_seconds=3.5),
-        ("far", "US"): Figures(final=1, delivered=1, median_seconds=0.0),
+        ("near", "FR"): Figures(4, 2, median_seconds=3.5, p95_seconds=7),
+        # Two verifications delivered, one of them approved.
+        ("far", "US"): Figures(2, 2, 0.0, p95_seconds=0, verified=2, approved=1),
     }
 
 
@@ -114,7 +120,7 @@ async def test_attempts_opened_before_the_hour_or_ended_after_it_are_left_out(
     assert await read(services, shift=timedelta(minutes=-1)) == {}
     assert await read(services, shift=timedelta(hours=1)) == {}
     assert await read(services, shift=timedelta(minutes=59)) == {
-        ("near", "FR"): Figures(final=1, delivered=1, median_seconds=0.0)
+        ("near", "FR"): Figures(1, 1, 0.0, p95_seconds=0)
     }
 
 
@@ -128,6 +134,4 @@ async def test_figures_are_read_again_only_when_the_minute_changes(services: Ser
     await send(services, live, "+33612345678")
     assert await recent.current() is before
     clock.advance(60)
-    assert (await recent.current()).figures == {
-        ("near", "FR"): Figures(final=1, delivered=1, median_seconds=0.0)
-    }
+    assert (await recent.current()).figures == {("near", "FR"): Figures(1, 1, 0.0, 0)}

@@ -96,15 +96,21 @@ def test_the_median_of_an_even_count_is_the_mean_of_the_middle_two() -> None:
 
 def test_the_tally_counts_every_final_attempt_and_times_only_delivered_ones() -> None:
     rows = [
-        Tally("a", "FR", True, 2, 3),
+        Tally("a", "FR", True, 2, 3, verified=2, approved=1),
         Tally("a", "FR", True, 7, 2),
         Tally("a", "FR", False, None, 5),
         Tally("a", "DE", False, None, 1),
     ]
     assert measured.tally(rows) == {
-        ("a", "FR"): Figures(final=10, delivered=5, median_seconds=2.0),
+        ("a", "FR"): Figures(10, 5, median_seconds=2.0, p95_seconds=7, verified=2, approved=1),
         ("a", "DE"): Figures(final=1, delivered=0, median_seconds=None),
     }
+
+
+def test_the_95th_percentile_is_the_nearest_rank() -> None:
+    assert measured.nearest_rank({1: 95, 30: 5}, 0.95) == 1
+    assert measured.nearest_rank({1: 94, 30: 6}, 0.95) == 30
+    assert measured.nearest_rank({}, 0.95) is None
 
 
 def test_a_route_table_says_measured_with_its_own_settings() -> None:

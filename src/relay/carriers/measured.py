@@ -13,6 +13,7 @@ that reads the same rows in the same minute orders a route the same way.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -43,6 +44,11 @@ class Figures:
     delivered: int
     # Whole seconds from an attempt's creation to its delivered receipt; None: none delivered.
     median_seconds: float | None
+    # Shown to operators, not ranked by: the 95th percentile (nearest rank), and of the
+    # delivered attempts of verifications, how many verifications were approved.
+    p95_seconds: int | None = None
+    verified: int = 0
+    approved: int = 0
 
     @property
     def rate(self) -> Fraction:
@@ -126,6 +132,19 @@ def median(histogram: Mapping[int, int]) -> float | None:
     return (found[0] + found[1]) / 2
 
 
+def nearest_rank(histogram: Mapping[int, int], share: float) -> int | None:
+    """The smallest value with at least `share` of the counted values at or below it."""
+    total = sum(histogram.values())
+    if total == 0:
+        return None
+    rank, seen = max(math.ceil(share * total), 1), 0
+    for value in sorted(histogram):
+        seen += histogram[value]
+        if seen >= rank:
+            return value
+    return None  # unreachable: seen reaches total >= rank
+
+
 @dataclass(frozen=True)
 class Tally:
     """One row of the figures query: final attempts of one carrier, country and outcome
@@ -136,22 +155,35 @@ class Tally:
     delivered: bool
     seconds: int | None
     count: int
+    # Delivered attempts of verifications in this row, and how many of those were approved.
+    verified: int = 0
+    approved: int = 0
 
 
 def tally(rows: Iterable[Tally]) -> dict[tuple[str, str], Figures]:
     """(carrier, country) → its figures, from the query's grouped rows."""
-    finals: dict[tuple[str, str], int] = {}
+    finals: dict[tuple[str, str], list[int]] = {}
     histograms: dict[tuple[str, str], dict[int, int]] = {}
     for row in rows:
         key = (row.carrier, row.country)
-        finals[key] = finals.get(key, 0) + row.count
+        counts = finals.setdefault(key, [0, 0, 0])
+        counts[0] += row.count
+        counts[1] += row.verified
+        counts[2] += row.approved
         histogram = histograms.setdefault(key, {})
         if row.delivered:
             seconds = max(row.seconds or 0, 0)
             histogram[seconds] = histogram.get(seconds, 0) + row.count
     return {
-        key: Figures(final, sum(histograms[key].values()), median(histograms[key]))
-        for key, final in finals.items()
+        key: Figures(
+            final,
+            sum(histograms[key].values()),
+            median(histograms[key]),
+            nearest_rank(histograms[key], 0.95),
+            verified,
+            approved,
+        )
+        for key, (final, verified, approved) in finals.items()
     }
 
 

@@ -25,7 +25,10 @@ from relay.db.sql import Sql, Tx
 _NOT_ABOUT_THE_CARRIER = (routing.SEND_CANCELED, routing.CARRIER_NOT_CONFIGURED)
 _FIGURES = """
 SELECT a.carrier, coalesce(v.country, m.country) AS country, a.status,
-  CASE WHEN a.status = 'delivered' THEN {seconds} END AS seconds, count(*) AS n
+  CASE WHEN a.status = 'delivered' THEN {seconds} END AS seconds, count(*) AS n,
+  sum(CASE WHEN a.status = 'delivered' AND v.id IS NOT NULL THEN 1 ELSE 0 END) AS verified,
+  sum(CASE WHEN a.status = 'delivered' AND v.approved_at IS NOT NULL THEN 1 ELSE 0 END)
+    AS approved
 FROM attempts a
 LEFT JOIN verifications v ON v.id = a.verification_id
 LEFT JOIN messages m ON m.id = a.message_id
@@ -64,6 +67,8 @@ async def read(tx: Tx, *, since: datetime, until: datetime) -> list[measured.Tal
             row["status"] == "delivered",
             None if row["seconds"] is None else int(row["seconds"]),
             int(row["n"]),
+            int(row["verified"]),
+            int(row["approved"]),
         )
         for row in await tx.fetch(FIGURES, params)
     ]
