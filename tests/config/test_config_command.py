@@ -67,6 +67,11 @@ def test_the_check_applies_the_environment(tmp_path: Path, env: dict[str, str]) 
     [
         ('webhook_allowed_networks = ["127.0.0.0/8"]\n', "loopback"),
         ('[carriers.fake]\nkind = "sandbox"\n[routes]\ndefault = ["fake"]\n', "sandbox"),
+        (
+            '[carriers.fake]\nkind = "sandbox"\n[routes.FR]\ncarriers = ["fake"]\n'
+            'strategy = "measured"\n',
+            "routes.FR sends live SMS to the sandbox carrier",
+        ),
         ('code_key = "change-me-to-at-least-32-random-characters"\n', "code_key"),
     ],
 )
