@@ -8,16 +8,9 @@
     password = "secret"
     receipt_timeout = 60       # seconds without a receipt before failing over
 
-    [carriers.operator-a.prices]  # optional: measured routes rank by it last
-    FR = 0.045
-
     [routes]
     FR = ["operator-a", "operator-b"]
     default = ["operator-b"]
-
-    [routes.DE]                # ordered by the last hour's delivery (relay.carriers.measured)
-    carriers = ["operator-a", "operator-b"]
-    strategy = "measured"
 
 The two sandbox carriers of test keys (`sandbox`, `sandbox-backup`) always exist.
 """
