@@ -67,6 +67,11 @@ def test_the_check_applies_the_environment(tmp_path: Path, env: dict[str, str]) 
     [
         ('webhook_allowed_networks = ["127.0.0.0/8"]\n', "loopback"),
         ('[carriers.fake]\nkind = "sandbox"\n[routes]\ndefault = ["fake"]\n', "sandbox"),
+        (
+            '[carriers.fake]\nkind = "sandbox"\n[routes.FR]\ncarriers = ["fake"]\n'
+            'strategy = "measured"\n',
+            "routes.FR sends live SMS to the sandbox carrier",
+        ),
         ('code_key = "change-me-to-at-least-32-random-characters"\n', "code_key"),
     ],
 )
@@ -99,3 +104,28 @@ def test_a_wrong_setting_stops_every_command_with_one_line_each(
         "configuration",
         "configuration",
     ]
+
+
+def test_the_check_reports_a_wrong_measured_route_and_price(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    path = write(
+        tmp_path,
+        '[carriers.op]\nkind = "sandbox"\n[carriers.op.prices]\nFR = "cheap"\n'
+        '[routes.FR]\ncarriers = ["op"]\nstrategy = "measured"\nexplore = 1.5\n',
+    )
+    checked = relay("config", "check", os.fspath(path), env=env)
+    assert checked.returncode != 0
+    problems = checked.stdout.splitlines()
+    assert any("carriers.op.prices.FR must be a number" in line for line in problems), problems
+    assert any("routes: route 'FR': explore must be" in line for line in problems), problems
+
+
+def test_a_measured_route_with_prices_passes_the_check(tmp_path: Path, env: dict[str, str]) -> None:
+    path = write(
+        tmp_path,
+        '[carriers.op]\nkind = "sandbox"\n[carriers.op.prices]\nFR = 0.05\n'
+        '[routes.FR]\ncarriers = ["op"]\nstrategy = "measured"\nmin_sample = 10\n',
+    )
+    checked = relay("config", "check", os.fspath(path), env=env)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

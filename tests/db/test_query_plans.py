@@ -10,6 +10,7 @@ import pytest
 from relay.abuse import store as abuse_store
 from relay.db.migrate import upgrade
 from relay.db.sql import Sql
+from relay.delivery import figures
 from relay.delivery import store as delivery_store
 from relay.events import due
 from relay.verifications import check_store
@@ -78,3 +79,11 @@ def test_a_check_reads_its_verification_and_the_numbers_wrong_codes_by_index(url
         found = plan(url, statement)
         assert "kind=? AND subject=? AND bucket>?" in found, found
         assert "SCAN" not in found, found
+
+
+def test_measured_routes_read_only_the_hour_of_attempts_and_their_owners_by_key(
+    url: Path,
+) -> None:
+    found = plan(url, figures.FIGURES)
+    assert "SEARCH a USING INDEX ix_attempts_at (at>? AND at<?)" in found, found
+    assert "SCAN" not in found.replace("USE TEMP B-TREE", ""), found

@@ -21,10 +21,12 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from relay.carriers.base import Carrier, OutboundSms
-from relay.carriers.routing import RouteTable, parse_routes
+from relay.carriers.measured import parse_prices, price_in
+from relay.carriers.routing import RouteTable, parse_routes, route_carriers
 from relay.carriers.sandbox import BACKUP, PRIMARY, SandboxCarrier
 from relay.carriers.smpp import SmppCarrier, SmppSettings
 from relay.carriers.twilio import TwilioCarrier, TwilioSettings
@@ -49,6 +51,13 @@ class CarrierSet:
     # Carriers that hold connections (SMPP binds): started only where SMS are dispatched.
     connected: frozenset[str]
     sandbox: SandboxCarrier
+    # `[carriers.NAME.prices]`: carrier → country (or `default`) → price of one SMS part.
+    prices: dict[str, dict[str, Decimal]]
+
+    def prices_in(self, country: str) -> dict[str, Decimal]:
+        """Carrier → its price in `country`, for the carriers that set one."""
+        found = {name: price_in(table, country) for name, table in self.prices.items()}
+        return {name: price for name, price in found.items() if price is not None}
 
     def receipt_timeout(self, name: str, default: float) -> float:
         return self.receipt_timeouts.get(name, default)
@@ -67,19 +76,28 @@ def build_carriers(
     sandbox_timeout = slow + SANDBOX_RECEIPT_MARGIN
     timeouts = {PRIMARY: sandbox_timeout, BACKUP: sandbox_timeout}
     connected: set[str] = set()
+    prices: dict[str, dict[str, Decimal]] = {}
     for name, table in settings.carriers.items():
         if name in carriers:
             raise CarrierConfigError(f"carriers.{name}: this name is reserved for test keys")
         carrier, timeout = _build_one(name, table, settings, clock=clock, sent=sent)
         carriers[name] = carrier
         timeouts[name] = timeout
+        prices[name] = _prices(name, table.get("prices", {}))
         if isinstance(carrier, SmppCarrier):
             connected.add(name)
     try:
         routes = parse_routes(settings.routes, list(carriers))
     except ValueError as exc:
         raise CarrierConfigError(f"routes: {exc}") from exc
-    return CarrierSet(carriers, routes, timeouts, frozenset(connected), primary)
+    return CarrierSet(carriers, routes, timeouts, frozenset(connected), primary, prices)
+
+
+def _prices(name: str, raw: object) -> dict[str, Decimal]:
+    try:
+        return parse_prices(name, raw)
+    except ValueError as exc:
+        raise CarrierConfigError(str(exc)) from exc
 
 
 def _build_one(
@@ -106,6 +124,8 @@ def _spec(
     receipt timeout; nothing is connected or opened."""
     options = dict(table)
     kind = options.pop("kind", None)
+    if "prices" in options:
+        _prices(name, options.pop("prices"))
     timeout = float(options.pop("receipt_timeout", settings.receipt_timeout))
     if timeout <= 0:
         raise CarrierConfigError(f"carriers.{name}.receipt_timeout must be positive")
@@ -145,12 +165,21 @@ def carrier_problems(settings: Settings) -> list[str]:
     # A route is checked against every named carrier, even one whose table is wrong:
     # that mistake is already reported once.
     known = [PRIMARY, BACKUP, *settings.carriers]
-    for key, names in settings.routes.items():
+    for key, value in settings.routes.items():
         try:
-            parse_routes({key: names}, known)
+            parse_routes({key: value}, known)
         except ValueError as exc:
             problems.append(f"routes: {exc}")
     return problems
+
+
+def route_names(key: str, value: object) -> tuple[str, ...]:
+    """The carriers a `[routes]` entry names; none when the entry is malformed (reported
+    by `carrier_problems`)."""
+    try:
+        return route_carriers(key, value)[0]
+    except ValueError:
+        return ()
 
 
 def sandbox_carriers(settings: Settings) -> set[str]:

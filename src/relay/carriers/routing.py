@@ -11,7 +11,7 @@ database.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,6 +21,7 @@ from relay.carriers.base import (
     CarrierThrottled,
     CarrierUnavailable,
 )
+from relay.carriers.measured import Policy, parse_policy
 
 DEFAULT_ROUTE = "default"
 
@@ -52,10 +53,17 @@ class RouteTable:
     """Country (ISO 3166 alpha-2, upper case) or `default` → carrier names, in order."""
 
     routes: Mapping[str, tuple[str, ...]]
+    # Routes with `strategy = "measured"`, by the same keys (relay.carriers.measured).
+    measured: Mapping[str, Policy] = field(default_factory=dict)
 
     def for_country(self, country: str) -> tuple[str, ...] | None:
         route = self.routes.get(country.upper()) or self.routes.get(DEFAULT_ROUTE)
         return route or None
+
+    def policy_for(self, country: str) -> Policy | None:
+        """The measured policy of the route a send to `country` takes, if it has one."""
+        key = country.upper() if country.upper() in self.routes else DEFAULT_ROUTE
+        return self.measured.get(key)
 
     def for_send(self, *, livemode: bool, country: str) -> tuple[str, ...] | None:
         """Live keys use the configured routes; test keys always the sandbox."""
@@ -143,20 +151,31 @@ def after_failure(
     )
 
 
-def parse_routes(raw: Mapping[str, Sequence[str]], carriers: Sequence[str]) -> RouteTable:
+def route_carriers(key: str, value: object) -> tuple[tuple[str, ...], Policy | None]:
+    """A `[routes]` entry: a list of carrier names, or a table with `carriers` and a strategy."""
+    if isinstance(value, Mapping):
+        return parse_policy(key, value)
+    if isinstance(value, str) or not isinstance(value, Sequence) or not value:
+        raise ValueError(f"route {key!r}: give a non-empty list of carrier names")
+    return tuple(value), None
+
+
+def parse_routes(raw: Mapping[str, object], carriers: Sequence[str]) -> RouteTable:
     """Validate the `[routes]` table of the config file against the configured carriers."""
     known = set(carriers)
     routes: dict[str, tuple[str, ...]] = {}
-    for key, names in raw.items():
+    measured: dict[str, Policy] = {}
+    for key, value in raw.items():
         country = key if key == DEFAULT_ROUTE else key.upper()
         if country != DEFAULT_ROUTE and not (len(country) == 2 and country.isalpha()):
             raise ValueError(f"route {key!r}: use a two-letter country code or 'default'")
-        if isinstance(names, str) or not names:
-            raise ValueError(f"route {key!r}: give a non-empty list of carrier names")
+        names, policy = route_carriers(key, value)
         unknown = [name for name in names if name not in known]
         if unknown:
             raise ValueError(f"route {key!r} names unknown carriers: {', '.join(unknown)}")
         if len(set(names)) != len(names):
             raise ValueError(f"route {key!r} names a carrier twice")
-        routes[country] = tuple(names)
-    return RouteTable(routes)
+        routes[country] = names
+        if policy is not None:
+            measured[country] = policy
+    return RouteTable(routes, measured)

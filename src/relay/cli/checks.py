@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from relay.carriers.registry import carrier_problems, sandbox_carriers
+from relay.carriers.registry import carrier_problems, route_names, sandbox_carriers
 from relay.config import Settings, given_values, read_file, unknown_keys
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
@@ -81,8 +81,8 @@ def unsafe_for_live(settings: Settings, *, demo: bool = False) -> list[str]:
     """Settings safe on a developer's machine that must not reach real people's phones."""
     unsafe = [
         f"routes.{country} sends live SMS to the sandbox carrier {name!r}"
-        for country, names in settings.routes.items()
-        for name in names
+        for country, value in settings.routes.items()
+        for name in route_names(country, value)
         if name in sandbox_carriers(settings)
     ]
     unsafe += [

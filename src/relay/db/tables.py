@@ -206,6 +206,8 @@ attempts = Table(
         postgresql_where=text("message_id IS NOT NULL"),
     ),
     Index("ix_attempts_carrier_message", "carrier", "carrier_message_id"),
+    # The hour of attempts measured routes read (migration 0014).
+    Index("ix_attempts_at", "at"),
     Index(
         "ix_attempts_queued",
         "lease_until",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
@@ -30,6 +31,7 @@ from relay.db.driver import Db
 from relay.db.sql import Tx
 from relay.delivery import at_once, early_reports, leases, store
 from relay.delivery.attempts import AttemptStatus
+from relay.delivery.figures import MeasuredRoutes, RecentFigures
 from relay.delivery.jobs import Job, Step, Submitted
 from relay.delivery.owners import Draft, Kind, Owner, OwnerRef
 from relay.delivery.recording import Recorder
@@ -53,6 +55,7 @@ class Delivery:
         receipt_timeout: float,
         lease: float,
         docs: str = "",
+        draw: Callable[[], float] = random.random,
     ) -> None:
         self._db = db
         self._clock = clock
@@ -72,6 +75,7 @@ class Delivery:
         # (the SMPP carrier holds early receipts until then), so the entry is
         # always made before that receipt's handler runs.
         self._recording: dict[tuple[str, str], asyncio.Event] = {}
+        self.measured = MeasuredRoutes(RecentFigures(db, clock), carriers, draw)
 
     @property
     def dispatching(self) -> bool:
@@ -121,11 +125,12 @@ class Delivery:
 
     # --- the one send path --------------------------------------------------
 
-    def destination(self, caller: Caller, to: str) -> tuple[Destination, tuple[str, ...]]:
+    async def destination(self, caller: Caller, to: str) -> tuple[Destination, tuple[str, ...]]:
         """Where a send may go and through which carriers, refused before anything is written.
 
         Country permissions and the route are checked before any row, carrier
-        call or cost; a live send with no route writes nothing.
+        call or cost; a live send with no route writes nothing. A measured
+        route comes in the order the last hour's figures give it now.
         """
         destination = parse_destination(to, livemode=caller.livemode)
         if not country_allowed(destination.country, caller.allowed_countries):
@@ -133,6 +138,9 @@ class Delivery:
         route = self.carriers.routes.for_send(livemode=caller.livemode, country=destination.country)
         if route is None:
             raise NoRouteAvailable()
+        if caller.livemode:
+            ordered = await self.measured.order(destination.country, route)
+            route = route if ordered is None else ordered.route
         return destination, route
 
     async def send(

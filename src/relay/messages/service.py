@@ -65,7 +65,7 @@ class MessageService:
         self._ttl = timedelta(seconds=ttl)
 
     async def send(self, caller: Caller, request: SendRequest) -> Message:
-        destination, route = self._delivery.destination(caller, request.to)
+        destination, route = await self._delivery.destination(caller, request.to)
         now = self._clock.now()
         claim = claims.pending()
         queued = await self._db.write(

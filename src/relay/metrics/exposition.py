@@ -1,9 +1,11 @@
 """The text `/metrics` answers: this process's values, or every worker's added up when
-`relay serve --workers N` runs them in multiprocess mode, and the outbox gauges."""
+`relay serve --workers N` runs them in multiprocess mode, the outbox gauges and the
+last hour's delivery ratios (read from the database, so the same from every worker)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client import multiprocess as multiprocess_mode
@@ -40,7 +42,40 @@ class _Outbox(Collector):
         yield oldest
 
 
-def render(backlogs: Sequence[Backlog]) -> bytes:
+@dataclass(frozen=True)
+class Delivered:
+    """Live final attempts of one carrier in one country over the last full hour."""
+
+    carrier: str
+    country: str
+    final: int
+    delivered: int
+
+
+class _Delivery(Collector):
+    def __init__(self, figures: Sequence[Delivered]) -> None:
+        self._figures = figures
+
+    def collect(self) -> Iterator[Metric]:
+        ratio = GaugeMetricFamily(
+            "relay_sms_delivery_ratio",
+            "Delivered receipts / final attempts of live sends over the last full hour.",
+            labels=["carrier", "country"],
+        )
+        final = GaugeMetricFamily(
+            "relay_sms_final_attempts",
+            "Final attempts of live sends over the last full hour: the ratio's sample.",
+            labels=["carrier", "country"],
+        )
+        for item in self._figures:
+            labels = [item.carrier, item.country]
+            ratio.add_metric(labels, item.delivered / item.final if item.final else 0.0)
+            final.add_metric(labels, item.final)
+        yield ratio
+        yield final
+
+
+def render(backlogs: Sequence[Backlog], delivered: Sequence[Delivered] = ()) -> bytes:
     if in_use():
         forget_dead_workers()
         counted = CollectorRegistry()
@@ -49,4 +84,5 @@ def render(backlogs: Sequence[Backlog]) -> bytes:
         counted = REGISTRY
     outbox = CollectorRegistry()
     outbox.register(_Outbox(backlogs))
+    outbox.register(_Delivery(delivered))
     return generate_latest(counted) + generate_latest(outbox)

@@ -101,7 +101,7 @@ class VerificationService:
         self._checks = Checks(db, keyring, clock, self._abuse)
 
     async def create(self, caller: Caller, request: CreateRequest) -> Verification:
-        destination, route = self._delivery.destination(caller, request.to)
+        destination, route = await self._delivery.destination(caller, request.to)
         now = self._clock.now()
         claim = claims.pending()
         try:

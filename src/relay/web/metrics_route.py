@@ -61,7 +61,12 @@ async def metrics(call: Call) -> Response:
         raise AuthenticationFailed(REFUSED)
     now = call.services.clock.now()
     backlogs = await call.services.db.read(lambda tx: outbox.backlogs(tx, now=now))
-    return Response(exposition.render(backlogs), media_type=exposition.CONTENT_TYPE)
+    snapshot = await call.services.delivery.measured.figures.current()
+    delivered = [
+        exposition.Delivered(carrier, country, figures.final, figures.delivered)
+        for (carrier, country), figures in sorted(snapshot.figures.items())
+    ]
+    return Response(exposition.render(backlogs, delivered), media_type=exposition.CONTENT_TYPE)
 
 
 OPERATION = Operation("GET", "/metrics", metrics, "metrics", authenticated=False, in_schema=False)

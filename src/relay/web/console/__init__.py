@@ -11,7 +11,16 @@ from starlette.routing import BaseRoute, Route
 
 from relay.errors import RelayError
 from relay.services import Services
-from relay.web.console import actions, auth, key_actions, keys, lists, lookup, overview
+from relay.web.console import (
+    actions,
+    auth,
+    key_actions,
+    keys,
+    lists,
+    lookup,
+    overview,
+    routes_page,
+)
 from relay.web.console.auth import Console, Refused
 from relay.web.console.pages import HEADERS, page, refusal
 from relay.web.errors import status_and_type
@@ -53,6 +62,7 @@ def routes(services: Services) -> list[BaseRoute]:
         ("POST", "/actions/replay", actions.replay_delivery),
         ("POST", "/actions/roll-secret", actions.roll_secret),
         ("GET", "/keys", keys.keys_page),
+        ("GET", "/routes", routes_page.routes_page),
         ("POST", "/keys/create", key_actions.create),
         ("POST", "/keys/roll", key_actions.roll),
         ("POST", "/keys/restrict", key_actions.restrict),

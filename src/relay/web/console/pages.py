@@ -22,8 +22,12 @@ _NAV = (
     ("lists", "/console/verifications", "Verifications"),
     ("events", "/console/events", "Events"),
     ("keys", "/console/keys", "Keys"),
+    ("routes", "/console/routes", "Routes"),
     ("account", "/console/account", "Account"),
 )
+
+# Pages of the whole deployment: the nav shows them to admin sessions only.
+_ADMIN_ONLY = frozenset({"routes"})
 
 
 def e(value: Any) -> str:
@@ -46,6 +50,7 @@ def page(
         links = "".join(
             f'<a href="{href}"{" class=here" if key == here else ""}>{label}</a>'
             for key, href, label in _NAV
+            if key not in _ADMIN_ONLY or session.is_admin
         )
         who = "admin: every account" if session.is_admin else _who(session)
         nav = (
