@@ -16,10 +16,11 @@ Those units are then replayed, with fresh ids, keys and numbers per request, by:
   COMMIT in the flush of the next unit's first statements.
 
 Requests run `--concurrency` at a time; the variants run interleaved, `--repeat`
-times, and the table gives medians: requests per second, CPU µs per request
-of this process (time.process_time: client, driver and event loop), and round
-trips per request (the flushes the client waited on; in `group` a flush serves
-several requests, so fewer than one write flush each).
+times, and the table gives medians: requests per second; CPU µs per request of
+this process (time.process_time: client, driver and event loop) and of the
+PostgreSQL backends that served it (their user and system time in /proc); and
+round trips per request (the flushes the client waited on; in `group` a flush
+serves several requests, so fewer than one write flush each).
 
 Usage:
   .venv/bin/python bench/pg_drivers.py [--requests 1000] [--repeat 5] [--concurrency 1,8,64]
@@ -245,13 +246,17 @@ def backend(variant: str) -> Asyncpg | Psycopg:
     return Asyncpg() if variant == "asyncpg" else Psycopg(variant.split()[1])
 
 
+Figures = tuple[float, float, float, float]
+
+
 async def run(
     variant: str, shapes: dict[str, list[Step]], requests: int, concurrency: int, numbers: Any
-) -> dict[str, tuple[float, float, float]]:
-    """Per operation: requests per second, CPU µs per request, round trips per request."""
+) -> dict[str, Figures]:
+    """Per operation: requests per second, CPU µs per request of this process and of the
+    database's backends serving it, round trips per request."""
     driver = backend(variant)
     await driver.open()
-    figures: dict[str, tuple[float, float, float]] = {}
+    figures: dict[str, Figures] = {}
     try:
         fresh = [Fresh(numbers) for _ in range(requests + 50)]
         gate = asyncio.Semaphore(concurrency)
@@ -264,18 +269,48 @@ async def run(
             made = [prepare(shapes[name], each) for each in fresh]
             warm, timed = made[:50], made[50:]
             await asyncio.gather(*(gated(lambda r=r: driver.run(r)) for r in warm))
-            flushes = driver.flushes
+            flushes, server = driver.flushes, await backends_cpu({})
             wall, cpu = time.perf_counter(), time.process_time()
             await asyncio.gather(*(gated(lambda r=r: driver.run(r)) for r in timed))
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            served = sum((await backends_cpu(server)).values())
             figures[name] = (
                 requests / wall,
                 cpu / requests * 1e6,
+                served / requests * 1e6,
                 (driver.flushes - flushes) / requests,
             )
     finally:
         await driver.close()
     return figures
+
+
+async def backends_cpu(since: dict[int, float]) -> dict[int, float]:
+    """CPU seconds of each backend on the bench's database, less what `since` had; a
+    backend that was not in `since` counts from its start."""
+    connection = await asyncpg.connect(PG_URL)
+    try:
+        pids = await connection.fetch(
+            "SELECT pid FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    finally:
+        await connection.close()
+    used: dict[int, float] = {}
+    for (pid,) in pids:
+        seconds = cpu_seconds(pid)
+        if seconds is not None:
+            used[pid] = seconds - since.get(pid, 0.0)
+    return used
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User and system time of a process on this machine, None if it is not here."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def require_database() -> None:
@@ -309,7 +344,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         shapes = asyncio.run(capture(Path(tmp)))
     numbers = itertools.count(1_000_000)
-    results: dict[tuple[str, int, str], list[tuple[float, float, float]]] = {}
+    results: dict[tuple[str, int, str], list[Figures]] = {}
     for round_ in range(args.repeat):
         for level in levels:
             # Interleaved, each round in another order: drift and the table's growth
@@ -326,11 +361,16 @@ def main() -> None:
     )
     print(
         f"{'operation':<10}{'in flight':>10}  {'driver':<16}{'per s':>8}{'CPU µs':>9}"
-        f"{'round trips':>13}"
+        f"{'server µs':>11}{'round trips':>13}"
     )
     for (name, level, variant), rows in results.items():
-        per_s, cpu, trips = (statistics.median(column) for column in zip(*rows, strict=True))
-        print(f"{name:<10}{level:>10}  {variant:<16}{per_s:>8.0f}{cpu:>9.0f}{trips:>13.1f}")
+        per_s, cpu, server, trips = (
+            statistics.median(column) for column in zip(*rows, strict=True)
+        )
+        print(
+            f"{name:<10}{level:>10}  {variant:<16}{per_s:>8.0f}{cpu:>9.0f}{server:>11.0f}"
+            f"{trips:>13.1f}"
+        )
 
 
 if __name__ == "__main__":
