@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from psycopg import AsyncConnection, AsyncRawCursor
+from psycopg import AsyncConnection, AsyncPipeline, AsyncRawCursor
 
 from relay.db.sql import Sql
 
@@ -98,20 +98,30 @@ class PsycopgDb:
         await future
 
     async def _serve(self, conn: AsyncConnection[Any]) -> None:
+        if self.mode == "plain":
+            await self._take(conn, None)
+        else:
+            # In pipeline mode for good: leaving it costs a round trip of its own.
+            async with conn.pipeline() as pipeline:
+                await self._take(conn, pipeline)
+
+    async def _take(self, conn: AsyncConnection[Any], pipeline: AsyncPipeline | None) -> None:
         most = GROUP if self.mode == "group" else 1
         while True:
             batch = [await self._queue.get()]
             while len(batch) < most and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
             try:
-                if self.mode == "plain":
+                if pipeline is None:
                     for queued in batch:
                         await self._plain(conn, queued.segments)
                 else:
-                    await self._pipelined(conn, batch)
+                    await self._pipelined(conn, pipeline, batch)
             except Exception as error:
                 with contextlib.suppress(Exception):
                     await conn.execute("ROLLBACK")
+                    if pipeline is not None:
+                        await pipeline.sync()
                 for queued in batch:
                     if not queued.future.done():
                         queued.future.set_exception(error)
@@ -129,35 +139,36 @@ class PsycopgDb:
         await conn.execute("COMMIT")
         self.counts.flushes += 2
 
-    async def _pipelined(self, conn: AsyncConnection[Any], batch: list[_Queued]) -> None:
+    async def _pipelined(
+        self, conn: AsyncConnection[Any], pipeline: AsyncPipeline, batch: list[_Queued]
+    ) -> None:
         """Answers each unit once the flush that carried its COMMIT has come back."""
-        async with conn.pipeline() as pipeline:
-            committing: list[_Queued] = []
-            for queued in batch:
-                for number, segment in enumerate(queued.segments):
-                    if number == 0:
-                        await conn.execute("BEGIN")
-                    cursors = []
-                    for statement, args in segment:
-                        cursor = conn.cursor()
-                        await cursor.execute(statement.postgres, args)
-                        cursors.append((statement, cursor))
-                    await pipeline.sync()
-                    self.counts.flushes += 1
-                    _answer(committing)
-                    for statement, cursor in cursors:
-                        if returns_rows(statement):
-                            await cursor.fetchall()
-                await conn.execute("COMMIT")
-                committing.append(queued)
-                if self.mode == "unit":
-                    await pipeline.sync()
-                    self.counts.flushes += 1
-                    _answer(committing)
-            if committing:
+        committing: list[_Queued] = []
+        for queued in batch:
+            for number, segment in enumerate(queued.segments):
+                if number == 0:
+                    await conn.execute("BEGIN")
+                cursors = []
+                for statement, args in segment:
+                    cursor = conn.cursor()
+                    await cursor.execute(statement.postgres, args)
+                    cursors.append((statement, cursor))
                 await pipeline.sync()
                 self.counts.flushes += 1
                 _answer(committing)
+                for statement, cursor in cursors:
+                    if returns_rows(statement):
+                        await cursor.fetchall()
+            await conn.execute("COMMIT")
+            committing.append(queued)
+            if self.mode == "unit":
+                await pipeline.sync()
+                self.counts.flushes += 1
+                _answer(committing)
+        if committing:
+            await pipeline.sync()
+            self.counts.flushes += 1
+            _answer(committing)
 
     async def close(self) -> None:
         for task in self._tasks:
