@@ -71,7 +71,8 @@ _FRESH = re.compile(
     r"(?:ver|att|evt)_[0-9A-Z]{26}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
     r"|\+1415\d{7}"
 )
-Step = tuple[str, list[tuple[Sql, dict[str, Any]]]]  # ("read" | "write", statements)
+# (how the unit ran: "read", "write" or "write_alone"; its statements and their values)
+Step = tuple[str, list[tuple[Sql, dict[str, Any]]]]
 
 
 async def capture(tmp: Path) -> dict[str, list[Step]]:
@@ -96,7 +97,7 @@ async def capture(tmp: Path) -> dict[str, list[Step]]:
 
         def recording(unit: Any, original: Any = original, kind: str = kind) -> Awaitable[Any]:
             async def recorded(tx: Tx) -> Any:
-                steps.append(("read" if kind == "read" else "write", []))
+                steps.append((kind, []))
                 return await unit(tx)
 
             return original(recorded)  # type: ignore[no-any-return]
@@ -211,6 +212,9 @@ class Asyncpg:
                 for statement in statements:
                     await self.db.read(lambda tx, s=statement: unit(tx, [s]))
                 self.flushes += len(statements)
+            elif kind == "write_alone":
+                await self.db.write_alone(unit)
+                self.flushes += 1
             else:
                 await self.db.write(unit)
                 self.flushes += len(statements) + 2
@@ -232,7 +236,7 @@ class Psycopg:
 
     async def run(self, request: Prepared) -> None:
         for kind, statements in request:
-            if kind == "read":
+            if kind in ("read", "write_alone"):  # autocommit, on a reader
                 bound: list[Statement] = [(s, values(s, p, "postgresql")) for s, p in statements]
                 await self.db.read(bound)
             else:
@@ -355,6 +359,9 @@ def main() -> None:
                 for name, row in figures.items():
                     results.setdefault((name, level, variant), []).append(row)
     load = os.getloadavg()[0]
+    for name, steps in shapes.items():
+        units = ", ".join(f"{kind} {len(statements)}" for kind, statements in steps)
+        print(f"{name}: {units} (statements per unit)")
     print(
         f"PostgreSQL, {args.requests} requests per operation and run, medians of {args.repeat}"
         f" interleaved runs; load average {load:.2f}"
