@@ -33,6 +33,7 @@ from relay.carriers.twilio import (
     parse_status_callback,
     twilio_signature,
 )
+from tests.carriers.fake_server import closed_port, serve
 from tests.carriers.twilio_fake import (
     INVALID_TO,
     VALID_FROM,
@@ -40,9 +41,7 @@ from tests.carriers.twilio_fake import (
     FakeTwilio,
     Hang,
     Reply,
-    closed_port,
     contract,
-    serve,
     sign,
     twilio_error,
 )
