@@ -48,12 +48,13 @@ __all__ = [
     "StatusUpdate",
     "is_http_url",
     "retry_after",
+    "seconds_header",
 ]
 
 _log = logging.getLogger(__name__)
 
 # Statuses that say the account itself is wrong (credentials, account id), not this SMS.
-_NOT_BOUND_STATUSES = frozenset({401, 403, 404})
+_NOT_BOUND_STATUSES = frozenset({401, 404})
 
 Outcome = Literal["rejected", "unavailable", "throttled"]
 
@@ -97,6 +98,8 @@ class Refused:
     code: str
     message: str
     outcome: Outcome | None = None
+    # Seconds to wait when throttled, if the provider says so other than by Retry-After.
+    retry_after: float | None = None
 
 
 @dataclass(frozen=True)
@@ -230,9 +233,10 @@ class HttpCarrier:
         )
         outcome = refused.outcome or _outcome_of(answer.status)
         if outcome == "throttled":
-            wait = retry_after(
-                answer.headers, now=self._clock(), default=self._settings.throttle_retry_after
-            )
+            wait = refused.retry_after
+            if wait is None:
+                default = self._settings.throttle_retry_after
+                wait = retry_after(answer.headers, now=self._clock(), default=default)
             return CarrierThrottled(refused.code, refused.message, retry_after=wait)
         if outcome == "rejected":
             return CarrierRejected(refused.code, refused.message)
@@ -260,6 +264,15 @@ def retry_after(headers: Mapping[str, str], *, now: datetime, default: float) ->
     if seconds is None or not math.isfinite(seconds):
         return default
     return max(0.0, seconds)
+
+
+def seconds_header(headers: Mapping[str, str], name: str) -> float | None:
+    """A header holding a number of seconds, or None when absent or not one."""
+    try:
+        seconds = float(headers.get(name) or "")
+    except ValueError:
+        return None
+    return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
 def _seconds_until(http_date: str, now: datetime) -> float | None:

@@ -1,0 +1,78 @@
+"""HTTP provider tables as `relay config check` and `relay serve` read them."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+
+from relay.carriers.callbacks import SECRET_PARAM, url_with_secret
+from relay.carriers.http_carrier import HttpCarrier
+from relay.carriers.registry import build_carriers, carrier_problems
+from relay.cli.checks import unsafe_for_live
+from relay.config import Settings
+from tests.carriers.telnyx_fake import FakeTelnyx
+
+TELNYX_PUBLIC_KEY = FakeTelnyx(api_key="k").public_key
+
+
+def telnyx_table(**changes: Any) -> dict[str, Any]:
+    return {
+        "kind": "http",
+        "provider": "telnyx",
+        "api_key": "KEY-live",
+        "public_key": TELNYX_PUBLIC_KEY,
+        "sender": "+12025550100",
+        **changes,
+    }
+
+
+def problems(**tables: dict[str, Any]) -> list[str]:
+    settings = Settings(public_url="https://relay.example.com", carriers=tables)
+    return carrier_problems(settings)
+
+
+def test_a_complete_telnyx_table_has_no_problem() -> None:
+    assert problems(telnyx=telnyx_table()) == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"public_key": base64.b64encode(b"too short").decode()}, "public_key"),
+        ({"public_key": "not base64!"}, "public_key"),
+        ({"api_key": ""}, "api_key"),
+        ({"sender": ""}, "sender"),
+        ({"base_url": "ftp://api.telnyx.com"}, "base_url"),
+        ({"signature_tolerance": 0}, "signature_tolerance"),
+        ({"auth_token": "x"}, "auth_token"),
+    ],
+)
+def test_a_wrong_telnyx_setting_is_reported_by_name(changes: dict[str, Any], named: str) -> None:
+    [problem] = problems(telnyx=telnyx_table(**changes))
+    assert problem.startswith("carriers.telnyx: ")
+    assert named in problem
+
+
+def test_an_unknown_provider_is_reported_with_the_ones_relay_knows() -> None:
+    [problem] = problems(other=telnyx_table(provider="carrier-pigeon"))
+    assert "provider must be one of" in problem
+    assert "'telnyx'" in problem
+
+
+def test_a_placeholder_api_key_is_unsafe_in_live_mode() -> None:
+    settings = Settings(carriers={"telnyx": telnyx_table(api_key="change-me")})
+    assert "carriers.telnyx.api_key is a placeholder secret" in unsafe_for_live(settings)
+
+
+def test_the_callback_url_defaults_to_relays_own_route_for_the_carrier() -> None:
+    settings = Settings(public_url="https://relay.example.com/", carriers={"tx": telnyx_table()})
+    carrier = build_carriers(settings).carriers["tx"]
+    assert isinstance(carrier, HttpCarrier)
+    assert carrier.status_callback_url == "https://relay.example.com/v1/carriers/tx/status"
+
+
+def test_a_secret_joins_a_callback_url_as_one_more_query_parameter() -> None:
+    url = url_with_secret("https://relay.example.com/cb?x=1", "s&=cret")
+    assert url == f"https://relay.example.com/cb?x=1&{SECRET_PARAM}=s%26%3Dcret"
