@@ -1,4 +1,5 @@
-"""HTTP provider tables as `relay config check` and `relay serve` read them."""
+"""HTTP provider tables as `relay config check` and `relay serve` read them, and the
+signature arithmetic checked against the providers' own examples."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from relay.carriers.callbacks import SECRET_PARAM, url_with_secret
 from relay.carriers.http_carrier import HttpCarrier
 from relay.carriers.registry import build_carriers, carrier_problems
+from relay.carriers.vonage import vonage_signature
 from relay.cli.checks import unsafe_for_live
 from relay.config import Settings
 from tests.carriers.telnyx_fake import FakeTelnyx
@@ -26,6 +28,11 @@ def telnyx_table(**changes: Any) -> dict[str, Any]:
         "sender": "+12025550100",
         **changes,
     }
+
+
+def vonage_table(**changes: Any) -> dict[str, Any]:
+    base = {"kind": "http", "provider": "vonage", "api_key": "abcd1234", "api_secret": "s3cret"}
+    return {**base, "sender": "Relay", "signature_secret": "sig-secret", **changes}
 
 
 def problems(**tables: dict[str, Any]) -> list[str]:
@@ -55,6 +62,25 @@ def test_a_wrong_telnyx_setting_is_reported_by_name(changes: dict[str, Any], nam
     assert named in problem
 
 
+def test_a_complete_vonage_table_has_no_problem() -> None:
+    assert problems(vonage=vonage_table()) == []
+    assert problems(vonage=vonage_table(signature_secret=None, callback_secret="x")) == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"signature_secret": None}, "callback_secret"),
+        ({"signature_method": "sha3"}, "signature_method"),
+        ({"api_secret": ""}, "api_secret"),
+    ],
+)
+def test_a_wrong_vonage_setting_is_reported_by_name(changes: dict[str, Any], named: str) -> None:
+    [problem] = problems(vonage=vonage_table(**changes))
+    assert problem.startswith("carriers.vonage: ")
+    assert named in problem
+
+
 def test_an_unknown_provider_is_reported_with_the_ones_relay_knows() -> None:
     [problem] = problems(other=telnyx_table(provider="carrier-pigeon"))
     assert "provider must be one of" in problem
@@ -76,3 +102,9 @@ def test_the_callback_url_defaults_to_relays_own_route_for_the_carrier() -> None
 def test_a_secret_joins_a_callback_url_as_one_more_query_parameter() -> None:
     url = url_with_secret("https://relay.example.com/cb?x=1", "s&=cret")
     assert url == f"https://relay.example.com/cb?x=1&{SECRET_PARAM}=s%26%3Dcret"
+
+
+def test_the_signature_matches_vonages_own_sdk_example() -> None:
+    # Vonage's Python SDK test: these parameters, secret "secret", MD5 hash.
+    params = {"a": "1", "b": "2", "timestamp": "1461605396"}
+    assert vonage_signature(params, "secret", "md5hash") == "6af838ef94998832dbfc29020b564830"

@@ -20,12 +20,14 @@ import pytest_asyncio
 from tests.carriers.fake_server import Reply
 from tests.carriers.reading import attempts, event_types, settle
 from tests.carriers.telnyx_fake import VALID_FROM, FakeTelnyx, telnyx_error
+from tests.carriers.vonage_fake import FakeVonage, error_answer
 from tests.harness import RunningServer, ServerThread, create_account, free_port, test_settings
 from tests.webhooks.receiver import isolated_database
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 TELNYX_KEY = "KEY-e2e-telnyx"
+VONAGE_KEY, VONAGE_SECRET, VONAGE_SIGNING = "e2e12345", "vonage-e2e-secret", "vonage-e2e-sig"
 
 
 @dataclass
@@ -54,15 +56,14 @@ def _numbers(template: str, start: int) -> Iterator[str]:
 @dataclass
 class Providers:
     telnyx: Case
-
-    def __iter__(self) -> Iterator[Case]:
-        return iter((self.telnyx,))
+    vonage: Case
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def providers() -> AsyncIterator[Providers]:
     telnyx = FakeTelnyx(api_key=TELNYX_KEY)
-    async with telnyx.running():
+    vonage = FakeVonage(VONAGE_KEY, VONAGE_SECRET, signature_secret=VONAGE_SIGNING)
+    async with telnyx.running(), vonage.running():
         yield Providers(
             telnyx=Case(
                 carrier="telnyx-main",
@@ -77,7 +78,19 @@ async def providers() -> AsyncIterator[Providers]:
                 throttled=Reply(
                     429, telnyx_error("10011", "Too many requests", ""), {"Retry-After": "0.2"}
                 ),
-            )
+            ),
+            vonage=Case(
+                carrier="vonage-main",
+                fake=vonage,
+                numbers=_numbers("+44740012{:04d}", 200),
+                delivered="delivered",
+                failed="failed",
+                progress="accepted",
+                failed_error="3",
+                failed_code="vonage_dlr_3",
+                refusal=Reply(200, error_answer("6", "Invalid Message")),
+                throttled=Reply(200, error_answer("1", "Throughput Rate Exceeded")),
+            ),
         )
 
 
@@ -98,6 +111,17 @@ def server(
             "timeout": 5.0,  # no test here waits it out; generous for loaded CI
             "throttle_retry_after": 0.2,
         },
+        "vonage-main": {
+            "kind": "http",
+            "provider": "vonage",
+            "api_key": VONAGE_KEY,
+            "api_secret": VONAGE_SECRET,
+            "signature_secret": VONAGE_SIGNING,
+            "sender": "Relay",
+            "base_url": providers.vonage.fake.base_url,
+            "timeout": 5.0,
+            "throttle_retry_after": 0.2,
+        },
         "backup": {"kind": "sandbox"},
     }
     settings = test_settings(
@@ -105,7 +129,7 @@ def server(
         url,
         public_url=f"https://localhost:{port}",
         carriers=carriers,
-        routes={"US": ["telnyx-main", "backup"]},
+        routes={"US": ["telnyx-main", "backup"], "GB": ["vonage-main", "backup"]},
     )
     with ServerThread(settings, port=port) as running:
         yield running
@@ -123,7 +147,7 @@ async def live(server: RunningServer) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-@pytest.fixture(params=["telnyx"])
+@pytest.fixture(params=["telnyx", "vonage"])
 def case(request: pytest.FixtureRequest, providers: Providers) -> Iterator[Case]:
     chosen: Case = getattr(providers, request.param)
     yield chosen

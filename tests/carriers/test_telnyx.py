@@ -99,7 +99,7 @@ async def test_a_messaging_profile_goes_with_the_send_when_set(telnyx: FakeTelny
     [
         ("a" * 160, 1),
         ("a" * 161, 2),  # 153 septets a part once split
-        ("Código 123456", 1),  # ó is GSM; still one part
+        ("Código 123456", 1),  # ó is not GSM: UCS-2, still one part
         ("Код 123456 ✓", 1),  # UCS-2, 70 units a single part
         ("Ж" * 71, 2),  # 67 units a part once split
     ],

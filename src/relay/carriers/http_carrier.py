@@ -42,6 +42,7 @@ __all__ = [
     "Answer",
     "HttpCarrier",
     "HttpSettings",
+    "Outcome",
     "Provider",
     "ProviderRequest",
     "Refused",

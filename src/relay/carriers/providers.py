@@ -9,12 +9,14 @@ from typing import Any
 from relay.carriers.http_carrier import HttpCarrier, HttpSettings
 from relay.carriers.telnyx import TelnyxSettings, telnyx_carrier
 from relay.carriers.twilio import TwilioCarrier, TwilioSettings
+from relay.carriers.vonage import VonageSettings, vonage_carrier
 
 Clock = Callable[[], datetime] | None
 
 _SETTINGS: dict[str, type[HttpSettings]] = {
     "twilio": TwilioSettings,
     "telnyx": TelnyxSettings,
+    "vonage": VonageSettings,
 }
 
 
@@ -36,4 +38,6 @@ def http_carrier(settings: HttpSettings, *, clock: Clock = None) -> HttpCarrier:
         return TwilioCarrier(settings, clock=clock)
     if isinstance(settings, TelnyxSettings):
         return telnyx_carrier(settings, clock=clock)
+    if isinstance(settings, VonageSettings):
+        return vonage_carrier(settings, clock=clock)
     raise TypeError(f"no carrier for {type(settings).__name__}")
