@@ -3,12 +3,15 @@
 One Relay over HTTPS routes each country to one provider, then to the sandbox
 `backup`; every test runs once per provider, driving the API and the fake's
 callbacks (signed, forged, stale, unsigned) through Relay's real callback route.
+Canada's route crosses providers (Telnyx, Vonage, Twilio) to show failover
+from one to the next with the same code.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -17,81 +20,31 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from tests.carriers.fake_server import Reply
+from tests.carriers.provider_cases import FAKES, Case, running_cases, running_twilio
 from tests.carriers.reading import attempts, event_types, settle
-from tests.carriers.telnyx_fake import VALID_FROM, FakeTelnyx, telnyx_error
-from tests.carriers.vonage_fake import FakeVonage, error_answer
+from tests.carriers.twilio_fake import FakeTwilio
 from tests.harness import RunningServer, ServerThread, create_account, free_port, test_settings
 from tests.webhooks.receiver import isolated_database
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-TELNYX_KEY = "KEY-e2e-telnyx"
-VONAGE_KEY, VONAGE_SECRET, VONAGE_SIGNING = "e2e12345", "vonage-e2e-secret", "vonage-e2e-sig"
+CANADA = (f"+1604212{n:04d}" for n in itertools.count(100))
 
-
-@dataclass
-class Case:
-    """One provider as the tests drive it: its fake, its words for each status."""
-
-    carrier: str
-    fake: Any
-    numbers: Iterator[str]
-    delivered: str
-    failed: str
-    progress: str
-    failed_error: Any  # the provider's error code in the failed callback
-    failed_code: str  # what Relay records of it
-    refusal: Reply
-    throttled: Reply
-
-    def number(self) -> str:
-        return next(self.numbers)
-
-
-def _numbers(template: str, start: int) -> Iterator[str]:
-    return (template.format(n % 1000) for n in itertools.count(start))
+# The route of the failover across providers: one of each, then nothing.
+ACROSS = ("telnyx-main", "vonage-main", "twilio-main")
 
 
 @dataclass
 class Providers:
-    telnyx: Case
-    vonage: Case
+    cases: dict[str, Case]
+    twilio: FakeTwilio
+    twilio_table: dict[str, Any]
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def providers() -> AsyncIterator[Providers]:
-    telnyx = FakeTelnyx(api_key=TELNYX_KEY)
-    vonage = FakeVonage(VONAGE_KEY, VONAGE_SECRET, signature_secret=VONAGE_SIGNING)
-    async with telnyx.running(), vonage.running():
-        yield Providers(
-            telnyx=Case(
-                carrier="telnyx-main",
-                fake=telnyx,
-                numbers=_numbers("+1415556{:04d}", 100),
-                delivered="delivered",
-                failed="delivery_failed",
-                progress="sent",
-                failed_error="40008",
-                failed_code="telnyx_40008",
-                refusal=Reply(400, telnyx_error("40310", "Invalid 'to' address", "")),
-                throttled=Reply(
-                    429, telnyx_error("10011", "Too many requests", ""), {"Retry-After": "0.2"}
-                ),
-            ),
-            vonage=Case(
-                carrier="vonage-main",
-                fake=vonage,
-                numbers=_numbers("+44740012{:04d}", 200),
-                delivered="delivered",
-                failed="failed",
-                progress="accepted",
-                failed_error="3",
-                failed_code="vonage_dlr_3",
-                refusal=Reply(200, error_answer("6", "Invalid Message")),
-                throttled=Reply(200, error_answer("1", "Throughput Rate Exceeded")),
-            ),
-        )
+    async with running_cases() as cases, running_twilio() as (twilio, table):
+        yield Providers(cases, twilio, table)
 
 
 @pytest.fixture(scope="module")
@@ -100,36 +53,15 @@ def server(
 ) -> Iterator[RunningServer]:
     url = isolated_database(database_url, "providers_e2e", tmp_path_factory.mktemp("db"))
     port = free_port()
-    carriers: dict[str, dict[str, Any]] = {
-        "telnyx-main": {
-            "kind": "http",
-            "provider": "telnyx",
-            "api_key": TELNYX_KEY,
-            "public_key": providers.telnyx.fake.public_key,
-            "sender": VALID_FROM,
-            "base_url": providers.telnyx.fake.base_url,
-            "timeout": 5.0,  # no test here waits it out; generous for loaded CI
-            "throttle_retry_after": 0.2,
-        },
-        "vonage-main": {
-            "kind": "http",
-            "provider": "vonage",
-            "api_key": VONAGE_KEY,
-            "api_secret": VONAGE_SECRET,
-            "signature_secret": VONAGE_SIGNING,
-            "sender": "Relay",
-            "base_url": providers.vonage.fake.base_url,
-            "timeout": 5.0,
-            "throttle_retry_after": 0.2,
-        },
-        "backup": {"kind": "sandbox"},
-    }
+    cases = providers.cases.values()
+    carriers = {case.carrier: case.table for case in cases}
+    routes = {case.country: [case.carrier, "backup"] for case in cases}
     settings = test_settings(
         tmp_path_factory.mktemp("data"),
         url,
         public_url=f"https://localhost:{port}",
-        carriers=carriers,
-        routes={"US": ["telnyx-main", "backup"], "GB": ["vonage-main", "backup"]},
+        carriers={**carriers, "twilio-main": providers.twilio_table, "backup": {"kind": "sandbox"}},
+        routes={**routes, "CA": list(ACROSS)},
     )
     with ServerThread(settings, port=port) as running:
         yield running
@@ -147,9 +79,9 @@ async def live(server: RunningServer) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-@pytest.fixture(params=["telnyx", "vonage"])
+@pytest.fixture(params=list(FAKES))
 def case(request: pytest.FixtureRequest, providers: Providers) -> Iterator[Case]:
-    chosen: Case = getattr(providers, request.param)
+    chosen = providers.cases[request.param]
     yield chosen
     violations = list(chosen.fake.violations)
     chosen.fake.reset()
@@ -171,8 +103,14 @@ def backup_delivered(body: dict[str, Any]) -> bool:
     return len(body["attempts"]) == 2 and body["attempts"][1]["status"] == "delivered"
 
 
+def nth_is(index: int, status: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda body: (
+        len(body["attempts"]) > index and body["attempts"][index]["status"] == status
+    )
+
+
 def first_is(status: str) -> Callable[[dict[str, Any]], bool]:
-    return lambda body: bool(body["attempts"]) and body["attempts"][0]["status"] == status
+    return nth_is(0, status)
 
 
 async def test_the_provider_takes_the_sms_with_a_callback_to_relay(
@@ -260,3 +198,38 @@ async def test_a_throttled_send_stays_queued_and_goes_to_the_same_provider_again
     body = await settle(live, path(created), first_is("sent"))
     assert attempts(body) == [(case.carrier, "sent", None)]
     assert len(case.fake.received) == 2
+
+
+async def test_a_route_across_three_providers_fails_over_to_the_one_that_delivers(
+    live: httpx.AsyncClient, providers: Providers, server: RunningServer
+) -> None:
+    """Telnyx refuses, Vonage's receipt says undeliverable, Twilio delivers."""
+    telnyx, vonage = providers.cases["telnyx"], providers.cases["vonage"]
+    telnyx.fake.then(telnyx.refusal)
+    to, tls = next(CANADA), server.tls_context()
+    response = await live.post("/v1/verifications", json={"to": to})
+    assert response.status_code == 200, response.text
+    created = response.json()
+    assert attempts(created)[0] == ("telnyx-main", "failed", "carrier_rejected")
+    await settle(live, path(created), nth_is(1, "sent"))
+    receipt = vonage.fake.id_for(to)
+    assert await vonage.fake.send_status(receipt, "failed", error_code="3", verify=tls) == 204
+    await settle(live, path(created), nth_is(2, "sent"))
+    [sid] = [sid for sid, m in providers.twilio.messages.items() if m.form["To"] == to]
+    assert await providers.twilio.send_status(sid, "delivered", verify=tls) == 204
+    body = await settle(live, path(created), nth_is(2, "delivered"))
+    assert attempts(body) == [
+        ("telnyx-main", "failed", "carrier_rejected"),
+        ("vonage-main", "failed", "sms_undeliverable"),
+        ("twilio-main", "delivered", None),
+    ]
+    events = await event_types(live, created["id"])
+    assert (events.count("verification.failed"), events.count("verification.delivered")) == (2, 1)
+    texts = [
+        *(sent["text"] for sent in telnyx.fake.received if sent["to"] == to),
+        *(sent["text"] for sent in vonage.fake.received if sent["to"] == to.lstrip("+")),
+        *(m.form["Body"] for m in providers.twilio.messages.values() if m.form["To"] == to),
+    ]
+    codes = {match.group() for text in texts for match in [re.search(r"\d{4,10}", text)] if match}
+    assert (len(texts), len(codes)) == (3, 1)
+    assert providers.twilio.violations == []

@@ -1,0 +1,128 @@
+"""Each HTTP provider as the end-to-end tests drive it: its fake, its config table, its words.
+
+Adding a provider to the end-to-end suite is one function here returning a
+`Case`; `running_cases` starts every fake for the length of a module.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from tests.carriers.fake_server import Reply
+from tests.carriers.telnyx_fake import VALID_FROM, FakeTelnyx, telnyx_error
+from tests.carriers.twilio_fake import VALID_FROM as TWILIO_FROM
+from tests.carriers.twilio_fake import FakeTwilio
+from tests.carriers.vonage_fake import FakeVonage, error_answer
+
+TWILIO_SID, TWILIO_TOKEN = "AC00112233445566778899aabbccddee01", "relay-providers-e2e"
+
+
+@dataclass
+class Case:
+    """One provider: its fake, the carrier table naming it, its words for each status."""
+
+    carrier: str
+    country: str
+    fake: Any
+    table: dict[str, Any]
+    numbers: Iterator[str]
+    delivered: str
+    failed: str
+    progress: str
+    failed_error: Any  # the provider's error code in the failed callback
+    failed_code: str  # what Relay records of it
+    refusal: Reply
+    throttled: Reply
+
+    def number(self) -> str:
+        return next(self.numbers)
+
+
+def numbers(template: str, start: int) -> Iterator[str]:
+    return (template.format(n % 1000) for n in itertools.count(start))
+
+
+def http_table(provider: str, fake: Any, **credentials: Any) -> dict[str, Any]:
+    return {
+        "kind": "http",
+        "provider": provider,
+        "base_url": fake.base_url,
+        "timeout": 5.0,  # no test waits it out; generous for loaded CI
+        "throttle_retry_after": 0.2,
+        **credentials,
+    }
+
+
+def telnyx_case(fake: FakeTelnyx) -> Case:
+    return Case(
+        carrier="telnyx-main",
+        country="US",
+        fake=fake,
+        table=http_table(
+            "telnyx", fake, api_key=fake.api_key, public_key=fake.public_key, sender=VALID_FROM
+        ),
+        numbers=numbers("+1415556{:04d}", 100),
+        delivered="delivered",
+        failed="delivery_failed",
+        progress="sent",
+        failed_error="40008",
+        failed_code="telnyx_40008",
+        refusal=Reply(400, telnyx_error("40310", "Invalid 'to' address", "")),
+        throttled=Reply(
+            429, telnyx_error("10011", "Too many requests", ""), {"Retry-After": "0.2"}
+        ),
+    )
+
+
+def vonage_case(fake: FakeVonage) -> Case:
+    credentials = {"api_key": fake.api_key, "api_secret": fake.api_secret, "sender": "Relay"}
+    return Case(
+        carrier="vonage-main",
+        country="GB",
+        fake=fake,
+        table=http_table("vonage", fake, signature_secret=fake.signature_secret, **credentials),
+        numbers=numbers("+44740012{:04d}", 200),
+        delivered="delivered",
+        failed="failed",
+        progress="accepted",
+        failed_error="3",
+        failed_code="vonage_dlr_3",
+        refusal=Reply(200, error_answer("6", "Invalid Message")),
+        throttled=Reply(200, error_answer("1", "Throughput Rate Exceeded")),
+    )
+
+
+FAKES: dict[str, tuple[Callable[[], Any], Callable[[Any], Case]]] = {
+    "telnyx": (lambda: FakeTelnyx(api_key="KEY-e2e-telnyx"), telnyx_case),
+    "vonage": (
+        lambda: FakeVonage("e2e12345", "vonage-e2e-secret", signature_secret="e2e-sig"),
+        vonage_case,
+    ),
+}
+
+
+@asynccontextmanager
+async def running_cases() -> AsyncIterator[dict[str, Case]]:
+    """Every provider's fake, started, as cases by provider name."""
+    async with AsyncExitStack() as stack:
+        cases = {}
+        for name, (make, case) in FAKES.items():
+            fake = make()
+            await stack.enter_async_context(fake.running())
+            cases[name] = case(fake)
+        yield cases
+
+
+@asynccontextmanager
+async def running_twilio() -> AsyncIterator[tuple[FakeTwilio, dict[str, Any]]]:
+    """A Twilio fake and its carrier table, for routes that end with Twilio."""
+    fake = FakeTwilio(account_sid=TWILIO_SID, auth_token=TWILIO_TOKEN)
+    async with fake.running():
+        table = http_table(
+            "twilio", fake, account_sid=TWILIO_SID, auth_token=TWILIO_TOKEN, from_number=TWILIO_FROM
+        )
+        yield fake, table
