@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.carriers.fake_server import Reply
+from tests.carriers.plivo_fake import FakePlivo, plivo_error
 from tests.carriers.telnyx_fake import VALID_FROM, FakeTelnyx, telnyx_error
 from tests.carriers.twilio_fake import VALID_FROM as TWILIO_FROM
 from tests.carriers.twilio_fake import FakeTwilio
@@ -96,12 +97,31 @@ def vonage_case(fake: FakeVonage) -> Case:
     )
 
 
+def plivo_case(fake: FakePlivo) -> Case:
+    credentials = {"auth_id": fake.auth_id, "auth_token": fake.auth_token, "sender": "33700000000"}
+    return Case(
+        carrier="plivo-main",
+        country="FR",
+        fake=fake,
+        table=http_table("plivo", fake, **credentials),
+        numbers=numbers("+3361234{:04d}", 300),
+        delivered="delivered",
+        failed="undelivered",
+        progress="sent",
+        failed_error="300",
+        failed_code="plivo_300",
+        refusal=Reply(400, plivo_error("invalid 'dst' parameter")),
+        throttled=Reply(429, plivo_error("too many requests"), {"Retry-After": "0.2"}),
+    )
+
+
 FAKES: dict[str, tuple[Callable[[], Any], Callable[[Any], Case]]] = {
     "telnyx": (lambda: FakeTelnyx(api_key="KEY-e2e-telnyx"), telnyx_case),
     "vonage": (
         lambda: FakeVonage("e2e12345", "vonage-e2e-secret", signature_secret="e2e-sig"),
         vonage_case,
     ),
+    "plivo": (lambda: FakePlivo("MAE2EPLIVO0000000000", "plivo-e2e-token"), plivo_case),
 }
 
 

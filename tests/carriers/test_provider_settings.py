@@ -4,12 +4,15 @@ signature arithmetic checked against the providers' own examples."""
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 from typing import Any
 
 import pytest
 
 from relay.carriers.callbacks import SECRET_PARAM, url_with_secret
 from relay.carriers.http_carrier import HttpCarrier
+from relay.carriers.plivo import plivo_signature_v3
 from relay.carriers.registry import build_carriers, carrier_problems
 from relay.carriers.vonage import vonage_signature
 from relay.cli.checks import unsafe_for_live
@@ -79,6 +82,24 @@ def test_a_wrong_vonage_setting_is_reported_by_name(changes: dict[str, Any], nam
     [problem] = problems(vonage=vonage_table(**changes))
     assert problem.startswith("carriers.vonage: ")
     assert named in problem
+
+
+def test_a_plivo_table_needs_its_auth_id_token_and_sender() -> None:
+    table = {"kind": "http", "provider": "plivo", "auth_id": "MA0123", "auth_token": "t"}
+    assert problems(plivo={**table, "sender": "14155550100"}) == []
+    [missing] = problems(plivo=table)
+    assert "sender" in missing
+    [wrong] = problems(plivo={**table, "sender": "x", "auth_id": "MA/../x"})
+    assert "auth_id" in wrong
+
+
+def test_plivo_v3_signs_the_url_with_its_query_then_the_sorted_form_then_the_nonce() -> None:
+    form = {"Status": "delivered", "MessageUUID": "m-1"}
+    signed = "https://r.example/cb?a=1&b=2.MessageUUIDm-1Statusdelivered.n0nce"
+    expected = base64.b64encode(hmac.new(b"tok", signed.encode(), hashlib.sha256).digest())
+    assert plivo_signature_v3("tok", "https://r.example/cb?b=2&a=1", form, "n0nce") == (
+        expected.decode()
+    )
 
 
 def test_an_unknown_provider_is_reported_with_the_ones_relay_knows() -> None:

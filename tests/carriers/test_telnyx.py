@@ -20,8 +20,10 @@ from relay.carriers.base import (
 )
 from relay.carriers.callbacks import CallbackSignatureError, StatusCallback
 from relay.carriers.http_carrier import HttpCarrier
-from relay.carriers.telnyx import TelnyxSettings, telnyx_carrier
+from relay.carriers.providers import http_carrier
+from relay.carriers.telnyx import TelnyxSettings
 from tests.carriers.fake_server import Hang, Reply, closed_port
+from tests.carriers.reading import Reports
 from tests.carriers.telnyx_fake import INVALID_TO, VALID_FROM, CreatedAs, FakeTelnyx, telnyx_error
 
 API_KEY = "KEY0123456789ABCDEF_test"
@@ -47,14 +49,6 @@ def settings(fake: FakeTelnyx, **changes: object) -> TelnyxSettings:
     return replace(base, **changes)  # type: ignore[arg-type]
 
 
-class Sink:
-    def __init__(self) -> None:
-        self.reports: list[DeliveryReport] = []
-
-    async def __call__(self, report: DeliveryReport) -> None:
-        self.reports.append(report)
-
-
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def telnyx_server() -> AsyncIterator[FakeTelnyx]:
     fake = FakeTelnyx(api_key=API_KEY)
@@ -72,7 +66,7 @@ async def telnyx(telnyx_server: FakeTelnyx) -> AsyncIterator[FakeTelnyx]:
 
 @pytest_asyncio.fixture(loop_scope="module")
 async def carrier(telnyx: FakeTelnyx) -> AsyncIterator[HttpCarrier]:
-    built = telnyx_carrier(settings(telnyx), clock=lambda: NOW)
+    built = http_carrier(settings(telnyx), clock=lambda: NOW)
     yield built
     await built.close()
 
@@ -88,7 +82,7 @@ async def test_a_submitted_sms_is_named_by_the_id_telnyx_returns(
 
 
 async def test_a_messaging_profile_goes_with_the_send_when_set(telnyx: FakeTelnyx) -> None:
-    built = telnyx_carrier(settings(telnyx, messaging_profile_id="prof-1"))
+    built = http_carrier(settings(telnyx, messaging_profile_id="prof-1"))
     await built.submit(SMS)
     await built.close()
     assert telnyx.received[0]["messaging_profile_id"] == "prof-1"
@@ -157,7 +151,7 @@ async def test_a_server_error_makes_the_carrier_unavailable(
 async def test_a_wrong_api_key_makes_the_carrier_unavailable_rather_than_the_sms_rejected(
     telnyx: FakeTelnyx,
 ) -> None:
-    built = telnyx_carrier(settings(telnyx, api_key="KEY-revoked"))
+    built = http_carrier(settings(telnyx, api_key="KEY-revoked"))
     with pytest.raises(CarrierUnavailable) as unavailable:
         await built.submit(SMS)
     await built.close()
@@ -167,7 +161,7 @@ async def test_a_wrong_api_key_makes_the_carrier_unavailable_rather_than_the_sms
 async def test_a_telnyx_that_never_answers_makes_the_carrier_unavailable_within_the_timeout(
     telnyx: FakeTelnyx,
 ) -> None:
-    built = telnyx_carrier(settings(telnyx, timeout=0.3))
+    built = http_carrier(settings(telnyx, timeout=0.3))
     telnyx.then(Hang())
     with pytest.raises(CarrierUnavailable) as unavailable:
         await built.submit(SMS)
@@ -178,7 +172,7 @@ async def test_a_telnyx_that_never_answers_makes_the_carrier_unavailable_within_
 
 async def test_a_closed_port_makes_the_carrier_unavailable(telnyx: FakeTelnyx) -> None:
     with closed_port() as url:
-        built = telnyx_carrier(settings(telnyx, base_url=url))
+        built = http_carrier(settings(telnyx, base_url=url))
         with pytest.raises(CarrierUnavailable) as unavailable:
             await built.submit(SMS)
         await built.close()
@@ -224,7 +218,7 @@ async def test_only_final_statuses_of_a_signed_webhook_become_reports(
     status: str,
     report: tuple[str, str | None] | None,
 ) -> None:
-    sink = Sink()
+    sink = Reports()
     await carrier.start(sink)
     message_id, callback = await callback_for(telnyx, carrier, status)
     await carrier.receive_status(callback)
@@ -235,7 +229,7 @@ async def test_only_final_statuses_of_a_signed_webhook_become_reports(
 async def test_a_webhook_signed_with_another_key_is_refused(
     telnyx: FakeTelnyx, carrier: HttpCarrier
 ) -> None:
-    sink = Sink()
+    sink = Reports()
     await carrier.start(sink)
     _, callback = await callback_for(telnyx, carrier, "delivered")
     impostor = FakeTelnyx(api_key=API_KEY, signing_key=Ed25519PrivateKey.generate())
@@ -249,7 +243,7 @@ async def test_a_webhook_signed_with_another_key_is_refused(
 async def test_a_webhook_signed_more_than_five_minutes_away_is_refused(
     telnyx: FakeTelnyx, carrier: HttpCarrier, skew: float
 ) -> None:
-    sink = Sink()
+    sink = Reports()
     await carrier.start(sink)
     _, callback = await callback_for(telnyx, carrier, "delivered", at=NOW.timestamp() + skew)
     with pytest.raises(CallbackSignatureError):

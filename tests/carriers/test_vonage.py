@@ -22,8 +22,10 @@ from relay.carriers.base import (
 )
 from relay.carriers.callbacks import SECRET_PARAM, CallbackSignatureError, StatusCallback
 from relay.carriers.http_carrier import HttpCarrier
-from relay.carriers.vonage import VonageSettings, vonage_carrier
+from relay.carriers.providers import http_carrier
+from relay.carriers.vonage import VonageSettings
 from tests.carriers.fake_server import Hang, Reply, closed_port
+from tests.carriers.reading import Reports
 from tests.carriers.vonage_fake import INVALID_TO, FakeVonage, error_answer, sign
 
 API_KEY, API_SECRET = "abcd1234", "s3cr3t-vonage"
@@ -51,14 +53,6 @@ def settings(fake: FakeVonage, **changes: Any) -> VonageSettings:
     return replace(base, **changes)
 
 
-class Sink:
-    def __init__(self) -> None:
-        self.reports: list[DeliveryReport] = []
-
-    async def __call__(self, report: DeliveryReport) -> None:
-        self.reports.append(report)
-
-
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def vonage_server() -> AsyncIterator[FakeVonage]:
     fake = FakeVonage(API_KEY, API_SECRET, signature_secret=SIGNATURE_SECRET)
@@ -76,7 +70,7 @@ async def vonage(vonage_server: FakeVonage) -> AsyncIterator[FakeVonage]:
 
 @pytest_asyncio.fixture(loop_scope="module")
 async def carrier(vonage: FakeVonage) -> AsyncIterator[HttpCarrier]:
-    built = vonage_carrier(settings(vonage), clock=lambda: NOW)
+    built = http_carrier(settings(vonage), clock=lambda: NOW)
     yield built
     await built.close()
 
@@ -155,7 +149,7 @@ async def test_an_account_or_platform_status_makes_the_carrier_unavailable(
 
 
 async def test_wrong_credentials_make_the_carrier_unavailable(vonage: FakeVonage) -> None:
-    built = vonage_carrier(settings(vonage, api_secret="not-the-secret"))
+    built = http_carrier(settings(vonage, api_secret="not-the-secret"))
     with pytest.raises(CarrierUnavailable) as unavailable:
         await built.submit(SMS)
     await built.close()
@@ -165,7 +159,7 @@ async def test_wrong_credentials_make_the_carrier_unavailable(vonage: FakeVonage
 async def test_a_server_error_or_silence_makes_the_carrier_unavailable(
     vonage: FakeVonage,
 ) -> None:
-    built = vonage_carrier(settings(vonage, timeout=0.3))
+    built = http_carrier(settings(vonage, timeout=0.3))
     vonage.then(Reply(503), Hang())
     codes = []
     for _ in range(2):
@@ -179,7 +173,7 @@ async def test_a_server_error_or_silence_makes_the_carrier_unavailable(
 
 async def test_a_closed_port_makes_the_carrier_unavailable(vonage: FakeVonage) -> None:
     with closed_port() as url:
-        built = vonage_carrier(settings(vonage, base_url=url))
+        built = http_carrier(settings(vonage, base_url=url))
         with pytest.raises(CarrierUnavailable) as unavailable:
             await built.submit(SMS)
         await built.close()
@@ -226,7 +220,7 @@ async def receipt_for(
 async def test_only_final_statuses_of_a_signed_receipt_become_reports(
     vonage: FakeVonage, carrier: HttpCarrier, status: str, report: tuple[str, str | None] | None
 ) -> None:
-    sink = Sink()
+    sink = Reports()
     await carrier.start(sink)
     message_id, params = await receipt_for(vonage, carrier, status)
     await carrier.receive_status(as_json(params))
@@ -237,7 +231,7 @@ async def test_only_final_statuses_of_a_signed_receipt_become_reports(
 async def test_a_receipt_posted_as_a_form_is_read_the_same(
     vonage: FakeVonage, carrier: HttpCarrier
 ) -> None:
-    sink = Sink()
+    sink = Reports()
     await carrier.start(sink)
     message_id, params = await receipt_for(vonage, carrier, "delivered")
     form = StatusCallback(CALLBACK_URL, urlencode(params).encode(), {})
@@ -249,8 +243,8 @@ async def test_a_receipt_posted_as_a_form_is_read_the_same(
 async def test_receipts_signed_with_the_hmac_the_dashboard_chose_are_believed(
     vonage: FakeVonage, method: str
 ) -> None:
-    built = vonage_carrier(settings(vonage, signature_method=method), clock=lambda: NOW)
-    sink = Sink()
+    built = http_carrier(settings(vonage, signature_method=method), clock=lambda: NOW)
+    sink = Reports()
     await built.start(sink)
     message_id = (await built.submit(SMS)).carrier_message_id
     params = {**vonage.receipt(message_id, "delivered"), "timestamp": str(int(NOW.timestamp()))}
@@ -263,7 +257,7 @@ async def test_receipts_signed_with_the_hmac_the_dashboard_chose_are_believed(
 async def test_a_forged_altered_stale_or_unsigned_receipt_is_refused(
     vonage: FakeVonage, carrier: HttpCarrier
 ) -> None:
-    sink = Sink()
+    sink = Reports()
     await carrier.start(sink)
     message_id = (await carrier.submit(SMS)).carrier_message_id
     forged = vonage.signed(vonage.receipt(message_id, "delivered"), secret="guess")
@@ -280,8 +274,8 @@ async def test_without_signing_the_callback_url_carries_the_carriers_secret(
     vonage: FakeVonage,
 ) -> None:
     unsigned = settings(vonage, signature_secret=None, callback_secret="url-secret")
-    built = vonage_carrier(unsigned, clock=lambda: NOW)
-    sink = Sink()
+    built = http_carrier(unsigned, clock=lambda: NOW)
+    sink = Reports()
     await built.start(sink)
     message_id = (await built.submit(SMS)).carrier_message_id
     assert vonage.callback_url(message_id) == f"{CALLBACK_URL}?{SECRET_PARAM}=url-secret"

@@ -6,38 +6,40 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from relay.carriers.http_carrier import HttpCarrier, HttpSettings
-from relay.carriers.telnyx import TelnyxSettings, telnyx_carrier
-from relay.carriers.twilio import TwilioCarrier, TwilioSettings
-from relay.carriers.vonage import VonageSettings, vonage_carrier
+import httpx
 
-Clock = Callable[[], datetime] | None
+from relay.carriers.http_carrier import HttpCarrier, HttpSettings, Provider
+from relay.carriers.plivo import PlivoApi, PlivoSettings
+from relay.carriers.telnyx import TelnyxApi, TelnyxSettings
+from relay.carriers.twilio import TwilioApi, TwilioSettings
+from relay.carriers.vonage import VonageApi, VonageSettings
 
-_SETTINGS: dict[str, type[HttpSettings]] = {
-    "twilio": TwilioSettings,
-    "telnyx": TelnyxSettings,
-    "vonage": VonageSettings,
+# provider name → its settings and the protocol built from them.
+_PROVIDERS: dict[str, tuple[type[HttpSettings], Callable[[Any], Provider]]] = {
+    "twilio": (TwilioSettings, TwilioApi),
+    "telnyx": (TelnyxSettings, TelnyxApi),
+    "vonage": (VonageSettings, VonageApi),
+    "plivo": (PlivoSettings, PlivoApi),
 }
-
-
-def provider_names() -> list[str]:
-    return list(_SETTINGS)
 
 
 def http_settings(provider: str, **options: Any) -> HttpSettings:
     """The provider's settings from a carrier table (ValueError, TypeError when wrong)."""
-    kind = _SETTINGS.get(provider)
-    if kind is None:
-        names = ", ".join(repr(name) for name in _SETTINGS)
+    if provider not in _PROVIDERS:
+        names = ", ".join(repr(name) for name in _PROVIDERS)
         raise ValueError(f"provider must be one of {names}")
+    kind, _ = _PROVIDERS[provider]
     return kind(**options)
 
 
-def http_carrier(settings: HttpSettings, *, clock: Clock = None) -> HttpCarrier:
-    if isinstance(settings, TwilioSettings):
-        return TwilioCarrier(settings, clock=clock)
-    if isinstance(settings, TelnyxSettings):
-        return telnyx_carrier(settings, clock=clock)
-    if isinstance(settings, VonageSettings):
-        return vonage_carrier(settings, clock=clock)
-    raise TypeError(f"no carrier for {type(settings).__name__}")
+def http_carrier(
+    settings: HttpSettings,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    clock: Callable[[], datetime] | None = None,
+) -> HttpCarrier:
+    """The carrier speaking the protocol of the provider `settings` belong to."""
+    for kind, protocol in _PROVIDERS.values():
+        if type(settings) is kind:
+            return HttpCarrier(protocol(settings), settings, transport=transport, clock=clock)
+    raise TypeError(f"no HTTP provider takes {type(settings).__name__}")

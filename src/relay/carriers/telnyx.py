@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -31,7 +31,6 @@ from relay.carriers.callbacks import (
 from relay.carriers.http_carrier import (
     Accepted,
     Answer,
-    HttpCarrier,
     HttpSettings,
     ProviderRequest,
     Refused,
@@ -39,7 +38,7 @@ from relay.carriers.http_carrier import (
     seconds_header,
 )
 
-__all__ = ["TelnyxApi", "TelnyxSettings", "telnyx_carrier"]
+__all__ = ["TelnyxApi", "TelnyxSettings"]
 
 _MESSAGES_PATH = "/v2/messages"
 _SIGNATURE_HEADER = "telnyx-signature-ed25519"
@@ -149,15 +148,6 @@ class TelnyxApi:
         if status in _FAILED_STATES:
             return [StatusUpdate(message_id, "failed", _error_code(payload))]
         return [StatusUpdate(message_id, None)]
-
-
-def telnyx_carrier(
-    settings: TelnyxSettings,
-    *,
-    transport: httpx.AsyncBaseTransport | None = None,
-    clock: Callable[[], datetime] | None = None,
-) -> HttpCarrier:
-    return HttpCarrier(TelnyxApi(settings), settings, transport=transport, clock=clock)
 
 
 def _refusal(answer: Answer) -> Refused:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, get_args
@@ -37,7 +37,6 @@ from relay.carriers.callbacks import (
 from relay.carriers.http_carrier import (
     Accepted,
     Answer,
-    HttpCarrier,
     HttpSettings,
     Outcome,
     ProviderRequest,
@@ -46,7 +45,7 @@ from relay.carriers.http_carrier import (
 )
 from relay.sms.encoding import is_gsm7
 
-__all__ = ["VonageApi", "VonageSettings", "vonage_carrier", "vonage_signature"]
+__all__ = ["VonageApi", "VonageSettings", "vonage_signature"]
 
 SignatureMethod = Literal["md5hash", "md5", "sha1", "sha256", "sha512"]
 
@@ -174,15 +173,6 @@ class VonageApi:
             code = f"vonage_dlr_{error}" if error.isdigit() else None
             return [StatusUpdate(message_id, "failed", code)]
         return [StatusUpdate(message_id, None)]
-
-
-def vonage_carrier(
-    settings: VonageSettings,
-    *,
-    transport: httpx.AsyncBaseTransport | None = None,
-    clock: Callable[[], datetime] | None = None,
-) -> HttpCarrier:
-    return HttpCarrier(VonageApi(settings), settings, transport=transport, clock=clock)
 
 
 def vonage_signature(params: Mapping[str, str], secret: str, method: SignatureMethod) -> str:
