@@ -40,6 +40,7 @@ from relay.sms.encoding import segment_count
 __all__ = [
     "Accepted",
     "Answer",
+    "FinalStates",
     "HttpCarrier",
     "HttpSettings",
     "Outcome",
@@ -110,6 +111,21 @@ class StatusUpdate:
     message_id: str
     status: ReportStatus | None
     error_code: str | None = None
+
+
+@dataclass(frozen=True)
+class FinalStates:
+    """A provider's final statuses; every other status is progress, or says nothing."""
+
+    delivered: frozenset[str]
+    failed: frozenset[str]
+
+    def update(self, message_id: str, status: str | None, error_code: str | None) -> StatusUpdate:
+        if status in self.delivered:
+            return StatusUpdate(message_id, "delivered")
+        if status in self.failed:
+            return StatusUpdate(message_id, "failed", error_code)
+        return StatusUpdate(message_id, None)
 
 
 class Provider(Protocol):

@@ -36,6 +36,7 @@ from relay.carriers.callbacks import (
 from relay.carriers.http_carrier import (
     Accepted,
     Answer,
+    FinalStates,
     HttpSettings,
     ProviderRequest,
     Refused,
@@ -50,8 +51,7 @@ _NONCE_HEADER = "x-plivo-signature-v3-nonce"
 _TIME_FIELDS = ("DeliveryReportTime", "SentTime", "QueuedTime", "MessageTime")
 # `sent` may be the last word where operators return no receipt: it stays
 # progress, and the carrier's receipt timeout decides.
-_DELIVERED_STATES = frozenset({"delivered"})
-_FAILED_STATES = frozenset({"failed", "undelivered", "rejected"})
+_STATES = FinalStates(frozenset({"delivered"}), frozenset({"failed", "undelivered", "rejected"}))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,14 +126,8 @@ class PlivoApi:
         message_id, status = form.get("MessageUUID"), form.get("Status")
         if not message_id or not status:
             raise CallbackPayloadError("status callback without MessageUUID or Status")
-        if status in _DELIVERED_STATES:
-            return [StatusUpdate(message_id, "delivered")]
-        if status in _FAILED_STATES:
-            error = form.get("ErrorCode", "")
-            return [
-                StatusUpdate(message_id, "failed", f"plivo_{error}" if error.isdigit() else None)
-            ]
-        return [StatusUpdate(message_id, None)]
+        error = form.get("ErrorCode", "")
+        return [_STATES.update(message_id, status, f"plivo_{error}" if error.isdigit() else None)]
 
 
 def plivo_signature_v3(auth_token: str, url: str, params: Mapping[str, str], nonce: str) -> str:

@@ -31,6 +31,7 @@ from relay.carriers.callbacks import (
 from relay.carriers.http_carrier import (
     Accepted,
     Answer,
+    FinalStates,
     HttpSettings,
     ProviderRequest,
     Refused,
@@ -47,8 +48,10 @@ _EVENTS = frozenset({"message.sent", "message.finalized"})
 
 # `to[].status` of the message object; `delivery_unconfirmed` says nothing
 # either way, so the receipt timeout decides (as for a carrier that stays silent).
-_DELIVERED_STATES = frozenset({"delivered"})
-_FAILED_STATES = frozenset({"sending_failed", "delivery_failed", "expired", "cancelled"})
+_STATES = FinalStates(
+    frozenset({"delivered"}),
+    frozenset({"sending_failed", "delivery_failed", "expired", "cancelled"}),
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,7 +118,7 @@ class TelnyxApi:
                 "telnyx_bad_response", "Telnyx accepted the SMS without an id", "unavailable"
             )
         status = _recipient_status(data)
-        if status in _FAILED_STATES:
+        if status in _STATES.failed:
             code = _error_code(data) or "telnyx_failed"
             return Refused(code, f"Telnyx created {message_id} as {status}", "rejected")
         parts = data.get("parts")
@@ -142,12 +145,7 @@ class TelnyxApi:
         message_id = payload.get("id") if isinstance(payload, dict) else None
         if not isinstance(payload, dict) or not isinstance(message_id, str) or not message_id:
             raise CallbackPayloadError("webhook without data.payload.id")
-        status = _recipient_status(payload)
-        if status in _DELIVERED_STATES:
-            return [StatusUpdate(message_id, "delivered")]
-        if status in _FAILED_STATES:
-            return [StatusUpdate(message_id, "failed", _error_code(payload))]
-        return [StatusUpdate(message_id, None)]
+        return [_STATES.update(message_id, _recipient_status(payload), _error_code(payload))]
 
 
 def _refusal(answer: Answer) -> Refused:

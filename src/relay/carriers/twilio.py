@@ -29,6 +29,7 @@ from relay.carriers.callbacks import (
 from relay.carriers.http_carrier import (
     Accepted,
     Answer,
+    FinalStates,
     HttpCarrier,
     HttpSettings,
     ProviderRequest,
@@ -53,8 +54,9 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _SIGNATURE_HEADER = "x-twilio-signature"
 
 # Final states of `message_enum_status`; every other state is still moving.
-_DELIVERED_STATES = frozenset({"delivered", "read"})
-_FAILED_STATES = frozenset({"failed", "undelivered", "canceled"})
+_STATES = FinalStates(
+    frozenset({"delivered", "read"}), frozenset({"failed", "undelivered", "canceled"})
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,7 +113,7 @@ class TwilioApi:
             return Refused(
                 "twilio_bad_response", "Twilio accepted the SMS without a sid", "unavailable"
             )
-        if status in _FAILED_STATES:
+        if status in _STATES.failed:
             # Twilio named the message but already gave up on it: failing over
             # now is faster than waiting for the callback that will say so.
             code = _error_code(answer.body.get("error_code")) or "twilio_failed"
@@ -217,11 +219,7 @@ def _url_variants(url: str) -> tuple[str, ...]:
 def _status_update(form: Mapping[str, str]) -> StatusUpdate:
     status = _required(form, "MessageStatus")
     sid = _required(form, "MessageSid")
-    if status in _DELIVERED_STATES:
-        return StatusUpdate(sid, "delivered")
-    if status in _FAILED_STATES:
-        return StatusUpdate(sid, "failed", _error_code(form.get("ErrorCode")))
-    return StatusUpdate(sid, None)
+    return _STATES.update(sid, status, _error_code(form.get("ErrorCode")))
 
 
 def _required(form: Mapping[str, str], key: str) -> str:

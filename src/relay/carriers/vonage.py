@@ -37,6 +37,7 @@ from relay.carriers.callbacks import (
 from relay.carriers.http_carrier import (
     Accepted,
     Answer,
+    FinalStates,
     HttpSettings,
     Outcome,
     ProviderRequest,
@@ -55,8 +56,7 @@ _THROTTLED = "1"
 # (credentials, barred account, no credit, HTTP not enabled, signing, internal).
 _NOT_BOUND = frozenset({"4", "5", "8", "9", "10", "11", "14", "32"})
 # Receipt statuses; `unknown` says nothing either way, so the receipt timeout decides.
-_DELIVERED_STATES = frozenset({"delivered"})
-_FAILED_STATES = frozenset({"expired", "failed", "rejected"})
+_STATES = FinalStates(frozenset({"delivered"}), frozenset({"expired", "failed", "rejected"}))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -166,13 +166,9 @@ class VonageApi:
         message_id, status = params.get("messageId"), params.get("status")
         if not message_id or not status:
             raise CallbackPayloadError("delivery receipt without messageId or status")
-        if status in _DELIVERED_STATES:
-            return [StatusUpdate(message_id, "delivered")]
-        if status in _FAILED_STATES:
-            error = params.get("err-code", "")
-            code = f"vonage_dlr_{error}" if error.isdigit() else None
-            return [StatusUpdate(message_id, "failed", code)]
-        return [StatusUpdate(message_id, None)]
+        error = params.get("err-code", "")
+        code = f"vonage_dlr_{error}" if error.isdigit() else None
+        return [_STATES.update(message_id, status, code)]
 
 
 def vonage_signature(params: Mapping[str, str], secret: str, method: SignatureMethod) -> str:
