@@ -11,17 +11,21 @@ import asyncio
 import base64
 import binascii
 import math
+import secrets
 import socket
 from collections import deque
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+
+from relay.carriers.callbacks import SECRET_PARAM
 
 # GSM 03.38: the basic table (one septet) and its extension (two septets).
 # Kept apart from relay.sms.encoding so that one cannot excuse the other.
@@ -86,6 +90,18 @@ class Script:
         self.release.set()
         self.release = asyncio.Event()
         self.steps.clear()
+
+
+def impostor_url(url: str, signing: str) -> str:
+    """A callback URL as an impostor would know it: without the carrier's secret
+    ("unsigned"), with a guessed one (any other but "signed"), or as given."""
+    if signing == "signed":
+        return url
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != SECRET_PARAM]
+    if signing != "unsigned":
+        query.append((SECRET_PARAM, "guessed-" + secrets.token_hex(4)))
+    return urlunsplit(parts._replace(query=urlencode(query)))
 
 
 def basic_credentials(request: Request) -> tuple[str, str] | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from tests.carriers.fake_server import Reply
 from tests.carriers.plivo_fake import FakePlivo, plivo_error
+from tests.carriers.sinch_fake import FakeSinch, sinch_error
 from tests.carriers.telnyx_fake import VALID_FROM, FakeTelnyx, telnyx_error
 from tests.carriers.twilio_fake import VALID_FROM as TWILIO_FROM
 from tests.carriers.twilio_fake import FakeTwilio
@@ -115,6 +116,26 @@ def plivo_case(fake: FakePlivo) -> Case:
     )
 
 
+def sinch_case(fake: FakeSinch) -> Case:
+    credentials = {"service_plan_id": fake.service_plan_id, "api_token": fake.api_token}
+    return Case(
+        carrier="sinch-main",
+        country="SE",
+        fake=fake,
+        table=http_table(
+            "sinch", fake, sender="Relay", signature_secret=fake.signature_secret, **credentials
+        ),
+        numbers=numbers("+4670123{:04d}", 400),
+        delivered="Delivered",
+        failed="Failed",
+        progress="Dispatched",
+        failed_error=402,
+        failed_code="sinch_402",
+        refusal=Reply(400, sinch_error("syntax_invalid_parameter_format", "Invalid recipient")),
+        throttled=Reply(429, sinch_error("too_many_requests", "Slow down"), {"Retry-After": "0.2"}),
+    )
+
+
 FAKES: dict[str, tuple[Callable[[], Any], Callable[[Any], Case]]] = {
     "telnyx": (lambda: FakeTelnyx(api_key="KEY-e2e-telnyx"), telnyx_case),
     "vonage": (
@@ -122,6 +143,7 @@ FAKES: dict[str, tuple[Callable[[], Any], Callable[[Any], Case]]] = {
         vonage_case,
     ),
     "plivo": (lambda: FakePlivo("MAE2EPLIVO0000000000", "plivo-e2e-token"), plivo_case),
+    "sinch": (lambda: FakeSinch("e2eplan01", "sinch-e2e", signature_secret="e2e-hmac"), sinch_case),
 }
 
 

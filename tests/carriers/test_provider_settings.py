@@ -102,6 +102,15 @@ def test_plivo_v3_signs_the_url_with_its_query_then_the_sorted_form_then_the_non
     )
 
 
+def test_a_sinch_table_needs_a_signature_or_a_callback_secret() -> None:
+    table = {"kind": "http", "provider": "sinch", "service_plan_id": "p1", "api_token": "t"}
+    table["sender"] = "Relay"
+    assert problems(sinch={**table, "callback_secret": "c"}) == []
+    assert problems(sinch={**table, "signature_secret": "s"}) == []
+    [missing] = problems(sinch=table)
+    assert "callback_secret" in missing
+
+
 def test_an_unknown_provider_is_reported_with_the_ones_relay_knows() -> None:
     [problem] = problems(other=telnyx_table(provider="carrier-pigeon"))
     assert "provider must be one of" in problem

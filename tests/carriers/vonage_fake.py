@@ -31,7 +31,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl
 
 import httpx
 import jsonschema
@@ -41,12 +41,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from relay.carriers.callbacks import SECRET_PARAM
 from tests.carriers.fake_server import (
     Hang,
     Reply,
     Script,
     billed_segments,
+    impostor_url,
     is_unicode,
     media_type,
     serve,
@@ -222,7 +222,7 @@ class FakeVonage:
         params = self.receipt(message_id, status, error_code=error_code)
         url = self.callback_url(message_id)
         if self.signature_secret is None:
-            url = _with_query(url, signing)
+            url = impostor_url(url, signing)
         elif signing == "signed":
             params = self.signed(params)
         elif signing == "stale":
@@ -297,14 +297,3 @@ class FakeVonage:
 
 def _answer(body: Mapping[str, Any]) -> Response:
     return JSONResponse(dict(body))
-
-
-def _with_query(url: str, signing: Signing) -> str:
-    """The callback URL as an impostor would know it: without its secret, or with a guess."""
-    if signing == "signed":
-        return url
-    parts = urlsplit(url)
-    query = [(k, v) for k, v in parse_qsl(parts.query) if k != SECRET_PARAM]
-    if signing != "unsigned":
-        query.append((SECRET_PARAM, "guessed-" + secrets.token_hex(4)))
-    return urlunsplit(parts._replace(query=urlencode(query)))

@@ -24,6 +24,7 @@ __all__ = [
     "CallbackSignatureError",
     "ReceivesStatusCallbacks",
     "StatusCallback",
+    "callback_url",
     "check_fresh",
     "check_url_secret",
     "same_text",
@@ -119,6 +120,13 @@ def check_url_secret(callback: StatusCallback, secret: str) -> None:
     """For providers that sign nothing: the URL Relay gave them carries the secret."""
     if not same_text(secret, callback.query.get(SECRET_PARAM)):
         raise CallbackSignatureError("the callback URL does not carry this carrier's secret")
+
+
+def callback_url(url: str, *, signature_secret: str | None, callback_secret: str | None) -> str:
+    """The URL to give a provider: it carries the carrier's secret when nothing is signed."""
+    if signature_secret or not callback_secret:
+        return url
+    return url_with_secret(url, callback_secret)
 
 
 def url_with_secret(url: str, secret: str) -> str:

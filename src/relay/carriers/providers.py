@@ -10,6 +10,7 @@ import httpx
 
 from relay.carriers.http_carrier import HttpCarrier, HttpSettings, Provider
 from relay.carriers.plivo import PlivoApi, PlivoSettings
+from relay.carriers.sinch import SinchApi, SinchSettings
 from relay.carriers.telnyx import TelnyxApi, TelnyxSettings
 from relay.carriers.twilio import TwilioApi, TwilioSettings
 from relay.carriers.vonage import VonageApi, VonageSettings
@@ -20,6 +21,7 @@ _PROVIDERS: dict[str, tuple[type[HttpSettings], Callable[[Any], Provider]]] = {
     "telnyx": (TelnyxSettings, TelnyxApi),
     "vonage": (VonageSettings, VonageApi),
     "plivo": (PlivoSettings, PlivoApi),
+    "sinch": (SinchSettings, SinchApi),
 }
 
 

@@ -29,10 +29,10 @@ from relay.carriers.callbacks import (
     CallbackPayloadError,
     CallbackSignatureError,
     StatusCallback,
+    callback_url,
     check_fresh,
     check_url_secret,
     same_text,
-    url_with_secret,
 )
 from relay.carriers.http_carrier import (
     Accepted,
@@ -101,11 +101,10 @@ class VonageApi:
 
     def __init__(self, settings: VonageSettings) -> None:
         self._settings = settings
-        url = settings.status_callback_url
-        self._callback_url = (
-            url_with_secret(url, settings.callback_secret)
-            if settings.callback_secret and not settings.signature_secret
-            else url
+        self._callback_url = callback_url(
+            settings.status_callback_url,
+            signature_secret=settings.signature_secret,
+            callback_secret=settings.callback_secret,
         )
 
     def request(self, sms: OutboundSms) -> ProviderRequest:
