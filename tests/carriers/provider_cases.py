@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.carriers.fake_server import Reply
+from tests.carriers.infobip_fake import FakeInfobip, infobip_error
 from tests.carriers.plivo_fake import FakePlivo, plivo_error
 from tests.carriers.sinch_fake import FakeSinch, sinch_error
 from tests.carriers.telnyx_fake import VALID_FROM, FakeTelnyx, telnyx_error
@@ -136,6 +137,24 @@ def sinch_case(fake: FakeSinch) -> Case:
     )
 
 
+def infobip_case(fake: FakeInfobip) -> Case:
+    credentials = {"api_key": fake.api_key, "callback_secret": "e2e-url-secret"}
+    return Case(
+        carrier="infobip-main",
+        country="DE",
+        fake=fake,
+        table=http_table("infobip", fake, sender="Relay", **credentials),
+        numbers=numbers("+491511234{:04d}", 500),
+        delivered="DELIVERED_TO_HANDSET",
+        failed="UNDELIVERABLE_NOT_DELIVERED",
+        progress="DELIVERED_TO_OPERATOR",
+        failed_error="EC_ABSENT_SUBSCRIBER",
+        failed_code="infobip_EC_ABSENT_SUBSCRIBER",
+        refusal=Reply(400, infobip_error("E400", "Bad request")),
+        throttled=Reply(429, infobip_error("E429", "Too many requests"), {"Retry-After": "0.2"}),
+    )
+
+
 FAKES: dict[str, tuple[Callable[[], Any], Callable[[Any], Case]]] = {
     "telnyx": (lambda: FakeTelnyx(api_key="KEY-e2e-telnyx"), telnyx_case),
     "vonage": (
@@ -144,6 +163,7 @@ FAKES: dict[str, tuple[Callable[[], Any], Callable[[Any], Case]]] = {
     ),
     "plivo": (lambda: FakePlivo("MAE2EPLIVO0000000000", "plivo-e2e-token"), plivo_case),
     "sinch": (lambda: FakeSinch("e2eplan01", "sinch-e2e", signature_secret="e2e-hmac"), sinch_case),
+    "infobip": (lambda: FakeInfobip("infobip-e2e-key"), infobip_case),
 }
 
 

@@ -111,6 +111,13 @@ def test_a_sinch_table_needs_a_signature_or_a_callback_secret() -> None:
     assert "callback_secret" in missing
 
 
+def test_an_infobip_table_needs_a_callback_secret() -> None:
+    table = {"kind": "http", "provider": "infobip", "api_key": "k", "sender": "Relay"}
+    assert problems(infobip={**table, "callback_secret": "c"}) == []
+    [missing] = problems(infobip=table)
+    assert "callback_secret" in missing
+
+
 def test_an_unknown_provider_is_reported_with_the_ones_relay_knows() -> None:
     [problem] = problems(other=telnyx_table(provider="carrier-pigeon"))
     assert "provider must be one of" in problem

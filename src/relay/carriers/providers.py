@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 
 from relay.carriers.http_carrier import HttpCarrier, HttpSettings, Provider
+from relay.carriers.infobip import InfobipApi, InfobipSettings
 from relay.carriers.plivo import PlivoApi, PlivoSettings
 from relay.carriers.sinch import SinchApi, SinchSettings
 from relay.carriers.telnyx import TelnyxApi, TelnyxSettings
@@ -22,6 +23,7 @@ _PROVIDERS: dict[str, tuple[type[HttpSettings], Callable[[Any], Provider]]] = {
     "vonage": (VonageSettings, VonageApi),
     "plivo": (PlivoSettings, PlivoApi),
     "sinch": (SinchSettings, SinchApi),
+    "infobip": (InfobipSettings, InfobipApi),
 }
 
 
