@@ -12,10 +12,10 @@ import base64
 import hashlib
 import hmac
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -30,7 +30,6 @@ from relay.carriers.http_carrier import (
     Accepted,
     Answer,
     FinalStates,
-    HttpCarrier,
     HttpSettings,
     ProviderRequest,
     Refused,
@@ -41,7 +40,6 @@ __all__ = [
     "CallbackError",
     "CallbackPayloadError",
     "CallbackSignatureError",
-    "TwilioCarrier",
     "TwilioSettings",
     "parse_status_callback",
     "twilio_signature",
@@ -129,26 +127,6 @@ class TwilioApi:
 
     def read_callback(self, callback: StatusCallback) -> list[StatusUpdate]:
         return [_status_update(callback.form())]
-
-
-class TwilioCarrier(HttpCarrier):
-    """Sends SMS through Twilio's Messages API; see `TwilioSettings`."""
-
-    def __init__(
-        self,
-        settings: TwilioSettings,
-        *,
-        transport: httpx.AsyncBaseTransport | None = None,
-        clock: Callable[[], datetime] | None = None,
-    ) -> None:
-        super().__init__(TwilioApi(settings), settings, transport=transport, clock=clock)
-
-    async def handle_callback(
-        self, url: str, form: Mapping[str, str], signature: str | None
-    ) -> None:
-        """Verify one form callback Twilio posted to `url` and pass a final status on."""
-        headers = {} if signature is None else {_SIGNATURE_HEADER: signature}
-        await self.receive_status(StatusCallback(url, urlencode(form).encode(), headers))
 
 
 def parse_status_callback(
