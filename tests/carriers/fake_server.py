@@ -101,7 +101,7 @@ def impostor_url(url: str, signing: str) -> str:
     query = [(k, v) for k, v in parse_qsl(parts.query) if k != SECRET_PARAM]
     if signing != "unsigned":
         query.append((SECRET_PARAM, "guessed-" + secrets.token_hex(4)))
-    return urlunsplit(parts._replace(query=urlencode(query)))
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), parts.fragment))
 
 
 def basic_credentials(request: Request) -> tuple[str, str] | None:

@@ -132,4 +132,4 @@ def callback_url(url: str, *, signature_secret: str | None, callback_secret: str
 def url_with_secret(url: str, secret: str) -> str:
     parts = urlsplit(url)
     query = [*parse_qsl(parts.query, keep_blank_values=True), (SECRET_PARAM, secret)]
-    return urlunsplit(parts._replace(query=urlencode(query)))
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), parts.fragment))
