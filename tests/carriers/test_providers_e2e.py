@@ -233,3 +233,18 @@ async def test_a_route_across_three_providers_fails_over_to_the_one_that_deliver
     codes = {match.group() for text in texts for match in [re.search(r"\d{4,10}", text)] if match}
     assert (len(texts), len(codes)) == (3, 1)
     assert providers.twilio.violations == []
+
+
+@pytest.mark.parametrize(
+    ("body", "media"),
+    [(b"{not json", "application/json"), (b"\xff\xfe", "application/x-www-form-urlencoded")],
+)
+async def test_a_callback_relay_cannot_read_is_refused_in_the_error_shape(
+    live: httpx.AsyncClient, case: Case, server: RunningServer, body: bytes, media: str
+) -> None:
+    created = await create(live, case)
+    url = case.fake.callback_url(case.fake.id_for(created["to"]))
+    async with httpx.AsyncClient(verify=server.tls_context()) as client:
+        answer = await client.post(url, content=body, headers={"content-type": media})
+    assert answer.status_code in {400, 401}
+    assert answer.json()["error"]["code"] in {"parameter_invalid", "authentication_failed"}
