@@ -1,4 +1,4 @@
-"""Reading Relay's answers in the end-to-end carrier tests: attempts, events, settling."""
+"""Reading Relay's answers in the carrier tests: attempts, events, settling, reports."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+
+from relay.carriers.base import DeliveryReport
 
 
 async def settle(
@@ -38,3 +40,13 @@ def attempts(body: dict[str, Any]) -> list[tuple[str, str, str | None]]:
 async def event_types(live: httpx.AsyncClient, related: str) -> list[str]:
     response = await live.get("/v1/events", params={"related": related, "limit": 100})
     return [event["type"] for event in reversed(response.json()["data"])]
+
+
+class Reports:
+    """A report sink that keeps what a carrier passed on."""
+
+    def __init__(self) -> None:
+        self.reports: list[DeliveryReport] = []
+
+    async def __call__(self, report: DeliveryReport) -> None:
+        self.reports.append(report)

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from urllib.parse import parse_qsl
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -25,14 +25,17 @@ from relay.carriers.base import (
     DeliveryReport,
     OutboundSms,
 )
+from relay.carriers.callbacks import StatusCallback
+from relay.carriers.http_carrier import HttpCarrier
+from relay.carriers.providers import http_carrier
 from relay.carriers.twilio import (
     CallbackPayloadError,
     CallbackSignatureError,
-    TwilioCarrier,
     TwilioSettings,
     parse_status_callback,
     twilio_signature,
 )
+from tests.carriers.fake_server import closed_port, serve
 from tests.carriers.twilio_fake import (
     INVALID_TO,
     VALID_FROM,
@@ -40,9 +43,7 @@ from tests.carriers.twilio_fake import (
     FakeTwilio,
     Hang,
     Reply,
-    closed_port,
     contract,
-    serve,
     sign,
     twilio_error,
 )
@@ -61,7 +62,7 @@ SMS = OutboundSms(attempt_id="att_1", to="+15558675310", sender="Relay", body=SE
 class Relay:
     """Relay's side of one test: the carrier and the reports its sink received."""
 
-    carrier: TwilioCarrier
+    carrier: HttpCarrier
     reports: list[DeliveryReport] = field(default_factory=list)
 
     async def sink(self, report: DeliveryReport) -> None:
@@ -94,10 +95,10 @@ class CallbackRoute:
 
     async def status(self, request: Request) -> Response:
         assert self.relay is not None
-        form = dict(parse_qsl((await request.body()).decode(), keep_blank_values=True))
-        signature = request.headers.get("X-Twilio-Signature")
+        headers = {key.lower(): value for key, value in request.headers.items()}
+        callback = StatusCallback(str(request.url), await request.body(), headers)
         try:
-            await self.relay.carrier.handle_callback(str(request.url), form, signature)
+            await self.relay.carrier.receive_status(callback)
         except CallbackSignatureError:
             return Response(status_code=403)
         except CallbackPayloadError:
@@ -134,7 +135,7 @@ async def twilio(twilio_server: FakeTwilio) -> AsyncIterator[FakeTwilio]:
 
 @pytest_asyncio.fixture(loop_scope="module")
 async def relay(twilio: FakeTwilio, callback_server: CallbackRoute) -> AsyncIterator[Relay]:
-    carrier = TwilioCarrier(settings(twilio.base_url, callback_server.url), clock=lambda: NOW)
+    carrier = http_carrier(settings(twilio.base_url, callback_server.url), clock=lambda: NOW)
     callback_server.relay = Relay(carrier)
     await carrier.start(callback_server.relay.sink)
     yield callback_server.relay
@@ -172,7 +173,7 @@ class TestTheCarrierOverLoopback:
         self, twilio: FakeTwilio
     ) -> None:
         base = settings(twilio.base_url)
-        carrier = TwilioCarrier(replace(base, from_number=None, messaging_service_sid=SERVICE_SID))
+        carrier = http_carrier(replace(base, from_number=None, messaging_service_sid=SERVICE_SID))
 
         await carrier.submit(SMS)
         await carrier.close()
@@ -297,7 +298,7 @@ class TestTheCarrierOverLoopback:
         self, twilio: FakeTwilio
     ) -> None:
         base = settings(twilio.base_url)
-        carrier = TwilioCarrier(replace(base, auth_token="not-the-token"))
+        carrier = http_carrier(replace(base, auth_token="not-the-token"))
 
         with pytest.raises(CarrierUnavailable) as unavailable:
             await carrier.submit(SMS)
@@ -366,7 +367,7 @@ class TestTheCarrierOverLoopback:
 
 async def test_a_closed_port_makes_the_carrier_unavailable() -> None:
     with closed_port() as base_url:
-        carrier = TwilioCarrier(settings(base_url))
+        carrier = http_carrier(settings(base_url))
         with pytest.raises(CarrierUnavailable) as unavailable:
             await carrier.submit(SMS)
         await carrier.close()
@@ -479,11 +480,13 @@ def test_a_signed_callback_without_a_message_sid_is_malformed() -> None:
 
 
 async def test_a_final_report_before_start_is_a_programming_error() -> None:
-    carrier = TwilioCarrier(settings("http://127.0.0.1:9"))
+    carrier = http_carrier(settings("http://127.0.0.1:9"))
     form = status_form("delivered")
 
+    signature = {"x-twilio-signature": sign(AUTH_TOKEN, CALLBACK_URL, form)}
+    callback = StatusCallback(CALLBACK_URL, urlencode(form).encode(), signature)
     with pytest.raises(RuntimeError, match="before start"):
-        await carrier.handle_callback(CALLBACK_URL, form, sign(AUTH_TOKEN, CALLBACK_URL, form))
+        await carrier.receive_status(callback)
     await carrier.close()
 
 

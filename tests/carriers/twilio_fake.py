@@ -16,19 +16,15 @@ Twilio signs them (X-Twilio-Signature).
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import binascii
 import functools
 import hmac
 import json
 import re
 import secrets
-import socket
 import ssl
-from collections import deque
-from collections.abc import AsyncIterator, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import format_datetime, parsedate_to_datetime
@@ -38,11 +34,12 @@ from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 import jsonschema
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from tests.carriers.fake_server import Hang, Reply, Script, basic_credentials, serve
 
 SPEC_PATH = Path(__file__).resolve().parent / "vendor" / "twilio" / "twilio_api_v2010.json"
 MESSAGES_PATH = "/2010-04-01/Accounts/{AccountSid}/Messages.json"
@@ -188,20 +185,6 @@ def sign(auth_token: str, url: str, form: Mapping[str, str]) -> str:
 
 
 @dataclass(frozen=True)
-class Reply:
-    """Answer the next create with this status, body and headers."""
-
-    status: int
-    body: Mapping[str, Any] | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Hang:
-    """Never answer the next create (until `reset` or the fake stops)."""
-
-
-@dataclass(frozen=True)
 class CreatedAs:
     """Create the next message, but already in this status."""
 
@@ -209,7 +192,7 @@ class CreatedAs:
     error_code: int | None = None
 
 
-Script = Reply | Hang | CreatedAs
+Step = Reply | Hang | CreatedAs
 
 
 @dataclass
@@ -228,8 +211,7 @@ class FakeTwilio:
     received: list[Mapping[str, str]] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     messages: dict[str, Message] = field(default_factory=dict)
-    _script: deque[Script] = field(default_factory=deque)
-    _release: asyncio.Event = field(default_factory=asyncio.Event)
+    script: Script = field(default_factory=Script)
 
     @property
     def messages_url(self) -> str:
@@ -237,14 +219,13 @@ class FakeTwilio:
 
     def reset(self) -> None:
         """Forget every request and message, and let any hung request finish."""
-        self._release.set()
-        self._release = asyncio.Event()
-        for log in (self.received, self.violations, self._script):
+        self.script.reset()
+        for log in (self.received, self.violations):
             log.clear()
         self.messages.clear()
 
-    def then(self, *steps: Script) -> None:
-        self._script.extend(steps)
+    def then(self, *steps: Step) -> None:
+        self.script.then(*steps)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[str]:
@@ -254,7 +235,7 @@ class FakeTwilio:
             try:
                 yield base_url
             finally:
-                self._release.set()
+                self.script.release.set()
 
     async def send_status(
         self,
@@ -306,7 +287,7 @@ class FakeTwilio:
         return await self._answer(dict(pairs))
 
     def _authenticate(self, request: Request) -> Response | None:
-        if _basic_credentials(request) != (self.account_sid, self.auth_token):
+        if basic_credentials(request) != (self.account_sid, self.auth_token):
             return _error(401, 20003, "Authenticate")
         if request.path_params["AccountSid"] != self.account_sid:
             return _error(404, 20404, "The requested resource was not found")
@@ -336,12 +317,11 @@ class FakeTwilio:
         return _error(400, CONTRACT_VIOLATION, f"Violates twilio_api_v2010.json: {reason}")
 
     async def _answer(self, form: Mapping[str, str]) -> Response:
-        step = self._script.popleft() if self._script else CreatedAs("queued")
+        step = self.script.next() or CreatedAs("queued")
         if isinstance(step, Hang):
-            await self._release.wait()
-            return Response(status_code=504)
+            return await self.script.hang()
         if isinstance(step, Reply):
-            return JSONResponse(step.body, status_code=step.status, headers=dict(step.headers))
+            return step.response()
         return JSONResponse(self._created(form, step), status_code=201)
 
     def _created(self, form: Mapping[str, str], step: CreatedAs) -> dict[str, Any]:
@@ -383,52 +363,5 @@ def _message_body(
     }
 
 
-def _basic_credentials(request: Request) -> tuple[str, str] | None:
-    scheme, _, encoded = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "basic":
-        return None
-    try:
-        user, _, password = base64.b64decode(encoded, validate=True).decode().partition(":")
-    except (binascii.Error, UnicodeDecodeError):
-        return None
-    return user, password
-
-
 def _error(status: int, code: int, message: str) -> Response:
     return JSONResponse(twilio_error(status, code, message), status_code=status)
-
-
-@asynccontextmanager
-async def serve(app: Starlette) -> AsyncIterator[str]:
-    """Serve `app` on a free loopback port for the length of the block."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        app,
-        http="h11",
-        lifespan="off",
-        access_log=False,
-        log_level="warning",
-        timeout_graceful_shutdown=1,
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        while not server.started:
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.005)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
-
-
-@contextmanager
-def closed_port() -> Iterator[str]:
-    """A loopback URL whose port is bound but not listening: connecting is refused."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"

@@ -46,10 +46,12 @@ class SubmitReceipt:
 
     `final` is set by a carrier that knows the outcome at once (the sandbox):
     the delivery layer records it with the submit, in one transaction.
+    `segments` is what the carrier bills this SMS as, when it is known.
     """
 
     carrier_message_id: str
     final: DeliveryReport | None = None
+    segments: int | None = None
 
 
 class CarrierError(Exception):

@@ -1,7 +1,7 @@
 """Carriers and routes from the config file: `[carriers.NAME]` tables and `[routes]`.
 
     [carriers.operator-a]
-    kind = "smpp"              # or "http" (provider = "twilio"), or "sandbox"
+    kind = "smpp"              # or "http" (provider = "twilio", "telnyx", ...), or "sandbox"
     host = "smsc.example.net"
     port = 2775
     system_id = "relay"
@@ -25,11 +25,12 @@ from decimal import Decimal
 from typing import Any
 
 from relay.carriers.base import Carrier, OutboundSms
+from relay.carriers.http_carrier import HttpSettings
 from relay.carriers.measured import parse_prices, price_in
+from relay.carriers.providers import http_carrier, http_settings
 from relay.carriers.routing import RouteTable, parse_routes, route_carriers
 from relay.carriers.sandbox import BACKUP, PRIMARY, SandboxCarrier
 from relay.carriers.smpp import SmppCarrier, SmppSettings
-from relay.carriers.twilio import TwilioCarrier, TwilioSettings
 from relay.config import Settings
 
 # Sandbox receipts come at once, or after `sandbox_slow_delivery`: wait for
@@ -111,15 +112,15 @@ def _build_one(
     spec, timeout = _spec(name, table, settings)
     if isinstance(spec, SmppSettings):
         return SmppCarrier(spec, clock=clock), timeout
-    if isinstance(spec, TwilioSettings):
-        return TwilioCarrier(spec, clock=clock), timeout
+    if isinstance(spec, HttpSettings):
+        return http_carrier(spec, clock=clock), timeout
     slow = settings.sandbox_slow_delivery
     return SandboxCarrier(name, sent=sent, slow_delivery=slow, clock=clock), timeout
 
 
 def _spec(
     name: str, table: Mapping[str, Any], settings: Settings
-) -> tuple[SmppSettings | TwilioSettings | None, float]:
+) -> tuple[SmppSettings | HttpSettings | None, float]:
     """A carrier table checked and turned into its settings (None: a sandbox), and its
     receipt timeout; nothing is connected or opened."""
     options = dict(table)
@@ -136,10 +137,8 @@ def _spec(
             return SmppSettings(name=name, **options), timeout
         if kind == "http":
             provider = options.pop("provider", "twilio")
-            if provider != "twilio":
-                raise CarrierConfigError(f"carriers.{name}.provider: only 'twilio' is supported")
             options.setdefault("status_callback_url", _callback_url(name, settings))
-            return TwilioSettings(name=name, **options), timeout
+            return http_settings(str(provider), name=name, **options), timeout
         if kind == "sandbox":
             return None, timeout
     except TypeError as exc:

@@ -17,6 +17,15 @@ from relay.config import Settings, given_values, read_file, unknown_keys
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
 # Values the example file and the docs show for secrets: never real ones.
 PLACEHOLDER_SECRETS = frozenset({"", "secret", "password", "…", "...", "changeme"})
+# The carrier settings that hold a credential, across SMPP and every HTTP provider.
+CARRIER_SECRETS = (
+    "password",
+    "auth_token",
+    "api_key",
+    "api_secret",
+    "signature_secret",
+    "callback_secret",
+)
 
 
 @dataclass
@@ -97,7 +106,7 @@ def unsafe_for_live(settings: Settings, *, demo: bool = False) -> list[str]:
     unsafe += [
         f"carriers.{name}.{key} is a placeholder secret"
         for name, table in settings.carriers.items()
-        for key in ("password", "auth_token")
+        for key in CARRIER_SECRETS
         if isinstance(table.get(key), str) and _placeholder(table[key])
     ]
     if demo:

@@ -1,8 +1,9 @@
 """Delivery status callbacks from HTTP carriers: `POST /v1/carriers/{name}/status`.
 
-Not authenticated by API key: the provider signs each callback with the
-carrier account's own secret (Twilio: `X-Twilio-Signature`), and an unsigned
-or wrongly signed callback changes nothing.
+Not authenticated by API key: each provider signs its callbacks its own way
+(Twilio's `X-Twilio-Signature`, Telnyx's Ed25519 signature, ...) or, where it
+signs nothing, the callback URL carries the carrier's secret. An unsigned,
+forged or stale callback answers 401 and changes nothing.
 """
 
 from __future__ import annotations
@@ -12,7 +13,12 @@ from urllib.parse import parse_qsl
 from starlette.datastructures import Headers
 from starlette.responses import Response
 
-from relay.carriers.twilio import CallbackPayloadError, CallbackSignatureError, TwilioCarrier
+from relay.carriers.callbacks import (
+    CallbackPayloadError,
+    CallbackSignatureError,
+    ReceivesStatusCallbacks,
+    StatusCallback,
+)
 from relay.errors import AuthenticationFailed, ParameterInvalid, ResourceMissing
 from relay.web.operations import Call, Operation
 
@@ -20,17 +26,18 @@ from relay.web.operations import Call, Operation
 async def carrier_status(call: Call) -> Response:
     name = call.path["name"]
     carrier = call.services.delivery.carriers.carriers.get(name)
-    if not isinstance(carrier, TwilioCarrier):
+    if not isinstance(carrier, ReceivesStatusCallbacks):
         raise ResourceMissing(f"No HTTP carrier named {name!r}.", param="name")
-    try:
-        text = call.raw_body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ParameterInvalid("The callback body is not UTF-8.") from exc
-    form = dict(parse_qsl(text, keep_blank_values=True))
-    signature = Headers(scope=call.scope).get("X-Twilio-Signature")
-    try:
+    query = call.scope.get("query_string", b"").decode("latin-1")
+    callback = StatusCallback(
         # The URL the provider signed is the one we gave it, whatever proxies did since.
-        await carrier.handle_callback(carrier.status_callback_url, form, signature)
+        url=carrier.status_callback_url,
+        body=call.raw_body,
+        headers={key.lower(): value for key, value in Headers(scope=call.scope).items()},
+        query=dict(parse_qsl(query, keep_blank_values=True)),
+    )
+    try:
+        await carrier.receive_status(callback)
     except CallbackSignatureError as exc:
         raise AuthenticationFailed("The callback signature does not match.") from exc
     except CallbackPayloadError as exc:

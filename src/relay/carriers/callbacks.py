@@ -1,0 +1,135 @@
+"""Status callbacks from HTTP providers, as received, and what verifying them shares.
+
+Each provider signs its callbacks its own way (or not at all); the checks every
+scheme needs live here: a constant-time compare, a timestamp window against
+replays, and the per-carrier secret a callback URL carries for providers that
+sign nothing.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+__all__ = [
+    "SECRET_PARAM",
+    "CallbackError",
+    "CallbackPayloadError",
+    "CallbackSignatureError",
+    "ReceivesStatusCallbacks",
+    "StatusCallback",
+    "callback_url",
+    "check_fresh",
+    "check_url_secret",
+    "same_text",
+    "url_with_secret",
+]
+
+# The query parameter of a callback URL that carries the carrier's secret.
+SECRET_PARAM = "relay_secret"  # noqa: S105 (the name of a parameter, not a secret)
+
+
+class CallbackError(Exception):
+    """A status callback that must not be believed."""
+
+
+class CallbackSignatureError(CallbackError):
+    """Unsigned, signed with another key, or signed too long ago."""
+
+
+class CallbackPayloadError(CallbackError):
+    """A correctly signed callback that lacks the fields a status report needs."""
+
+
+@dataclass(frozen=True)
+class StatusCallback:
+    """One callback request as it arrived: the bytes providers sign, untouched.
+
+    `url` is the callback URL Relay gave the provider (what it signs), not the
+    one a proxy may have rewritten; `headers` have lower-case names.
+    """
+
+    url: str
+    body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
+    query: Mapping[str, str] = field(default_factory=dict)
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name.lower())
+
+    def form(self) -> dict[str, str]:
+        return dict(parse_qsl(self.text(), keep_blank_values=True))
+
+    def json(self) -> dict[str, Any]:
+        try:
+            document = json.loads(self.text())
+        except ValueError as exc:
+            raise CallbackPayloadError("the callback body is not JSON") from exc
+        if not isinstance(document, dict):
+            raise CallbackPayloadError("the callback body is not a JSON object")
+        return document
+
+    def text(self) -> str:
+        try:
+            return self.body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CallbackPayloadError("the callback body is not UTF-8") from exc
+
+    def is_json(self) -> bool:
+        media_type = (self.header("content-type") or "").split(";")[0].strip().lower()
+        return media_type == "application/json" or media_type.endswith("+json")
+
+
+@runtime_checkable
+class ReceivesStatusCallbacks(Protocol):
+    """A carrier that takes status callbacks at `POST /v1/carriers/{name}/status`."""
+
+    @property
+    def status_callback_url(self) -> str: ...
+
+    async def receive_status(self, callback: StatusCallback) -> None: ...
+
+
+def same_text(expected: str, given: str | None) -> bool:
+    """Equal, compared in constant time so timing says nothing of a forgery's near misses."""
+    if given is None:
+        return False
+    return hmac.compare_digest(expected.encode(), given.strip().encode())
+
+
+def check_fresh(timestamp: str | None, *, now: datetime, tolerance: float) -> None:
+    """Refuse a signature over a unix timestamp further than `tolerance` from `now`.
+
+    A signed callback can be replayed as is; the window bounds for how long.
+    """
+    try:
+        signed_at = float(timestamp or "")
+    except ValueError as exc:
+        raise CallbackSignatureError("the callback carries no usable timestamp") from exc
+    if not math.isfinite(signed_at) or abs(now.timestamp() - signed_at) > tolerance:
+        raise CallbackSignatureError("the callback was signed too long ago")
+
+
+def check_url_secret(callback: StatusCallback, secret: str) -> None:
+    """For providers that sign nothing: the URL Relay gave them carries the secret."""
+    if not same_text(secret, callback.query.get(SECRET_PARAM)):
+        raise CallbackSignatureError("the callback URL does not carry this carrier's secret")
+
+
+def callback_url(url: str, *, signature_secret: str | None, callback_secret: str | None) -> str:
+    """The URL to give a provider: it carries the carrier's secret when nothing is signed."""
+    if signature_secret or not callback_secret:
+        return url
+    return url_with_secret(url, callback_secret)
+
+
+def url_with_secret(url: str, secret: str) -> str:
+    parts = urlsplit(url)
+    query = [*parse_qsl(parts.query, keep_blank_values=True), (SECRET_PARAM, secret)]
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), parts.fragment))
