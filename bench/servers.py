@@ -1,0 +1,174 @@
+"""Relay under uvicorn and under granian: the same app, TLS certificate and database.
+
+The HTTP-server lever of docs/decisions/0030-the-http-server.md, measured on
+the production request shape: test-key creates and checks carrying an
+`Idempotency-Key` on every POST, and GET /healthz for the stack alone. Each
+server runs Relay in one process on SQLite (as `make run` does); they take
+turns, `--rounds` times, so that drift of a shared machine falls on both. Each
+row gives requests per second at peak (64 connections, closed loop) and the
+CPU the server's processes used per request (user and system time from /proc):
+that figure, not the rate, decides whether a server saves the 10 % the lever
+must save.
+
+granian is started with Relay's app through `bench/granian_target.py` (the
+app `relay serve` builds, from the same RELAY_* settings) and the settings of
+Relay's front door: TLS 1.2 or later, a 30 s header timeout, the head buffer
+bound.
+
+Usage:
+  .venv/bin/python bench/servers.py [--seconds 10] [--rounds 2]
+  .venv/bin/python bench/servers.py --smoke      # a few seconds, for CI
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.serving import Load, Result, free_port, running, wait_ready  # noqa: E402
+from bench.verify_bench import Driver  # noqa: E402
+
+SERVERS = ("uvicorn", "granian")
+CALLS = ("healthz", "create", "check")
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--smoke", action="store_true", help="a few seconds, for CI")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.seconds, args.rounds, args.connections = 2, 1, 8
+    return args
+
+
+def environment(tmp: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "RELAY_DATA_DIR": str(tmp / "data"),
+        "RELAY_DATABASE_URL": f"sqlite:///{tmp / 'relay.sqlite3'}",
+        # Limits that would refuse a benchmark's load, not limits under test.
+        "RELAY_RATE_LIMIT": "1000000",
+        "RELAY_RATE_LIMIT_BURST": "1000000",
+        "RELAY_PUMPING_GUARD": "off",
+        "RELAY_DAILY_SMS_CAP": "1000000000",
+        "RELAY_LOG_LEVEL": "warning",
+    }
+
+
+def command(server: str, port: int, cert: Path, key: Path) -> list[str]:
+    bin_dir = Path(sys.executable).parent
+    if server == "uvicorn":
+        return [
+            str(bin_dir / "relay"),
+            "serve",
+            "--port",
+            str(port),
+            "--tls-cert",
+            str(cert),
+            "--tls-key",
+            str(key),
+        ]
+    return [
+        str(bin_dir / "granian"),
+        "--interface",
+        "asgi",
+        "--factory",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+        "--http",
+        "1",
+        "--no-ws",
+        "--log-level",
+        "warning",
+        "--ssl-certificate",
+        str(cert),
+        "--ssl-keyfile",
+        str(key),
+        "--ssl-protocol-min",
+        "tls1.2",
+        "--http1-header-read-timeout",
+        "30000",
+        "--working-dir",
+        str(ROOT / "bench"),
+        "granian_target:app",
+    ]
+
+
+def measure(server: str, tmp: Path, key: str, load: Load) -> dict[str, Result]:
+    from relay.tls import ensure_self_signed
+
+    cert = ensure_self_signed(tmp / "tls")
+    import ssl
+
+    context = ssl.create_default_context(cafile=str(cert.cert))
+    port = free_port()
+    url = f"https://localhost:{port}"
+    with running(command(server, port, cert.cert, cert.key), environment(tmp)) as process:
+        wait_ready(url, context, process)
+        driver = Driver(server, url, key, tmp, load, process.pid)
+        driver.create(seconds=max(1, load.seconds // 2))  # warm-up, and ids for the checks
+        return {"healthz": driver.healthz(), "create": driver.create(), "check": driver.check()}
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(argv)
+    load = Load(args.seconds, args.connections, 2)
+    results: dict[tuple[str, str], list[Result]] = {}
+    with tempfile.TemporaryDirectory(prefix="relay-servers-") as name:
+        tmp = Path(name)
+        env = environment(tmp)
+        relay = str(Path(sys.executable).parent / "relay")
+        subprocess.run([relay, "migrate"], env=env, check=True, capture_output=True)
+        made = subprocess.run(
+            [relay, "accounts", "create", "Bench", "--json"],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        key = json.loads(made.stdout)["test_key"]
+        for _ in range(args.rounds):
+            for server in SERVERS:
+                for call, result in measure(server, tmp, key, load).items():
+                    results.setdefault((server, call), []).append(result)
+    print(report(results))
+
+
+def report(results: dict[tuple[str, str], list[Result]]) -> str:
+    lines = [
+        "| call | server | req/s (median) | CPU µs per request (median) | p99 ms | runs |",
+        "|---|---|---|---|---|---|",
+    ]
+    for call in CALLS:
+        for server in SERVERS:
+            runs = results[(server, call)]
+            rate = statistics.median(r.rps for r in runs)
+            cpu = statistics.median(r.cpu_us or 0.0 for r in runs)
+            p99 = statistics.median(r.p99_ms for r in runs)
+            lines.append(f"| {call} | {server} | {rate:,.0f} | {cpu:,.0f} | {p99:.1f} | {len(runs)} |")
+        uvicorn_cpu = statistics.median(r.cpu_us or 0.0 for r in results[("uvicorn", call)])
+        granian_cpu = statistics.median(r.cpu_us or 0.0 for r in results[("granian", call)])
+        if uvicorn_cpu:
+            saving = 1 - granian_cpu / uvicorn_cpu
+            lines.append(f"| {call} | granian saves | | {saving:+.1%} of uvicorn's CPU | | |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
