@@ -1,6 +1,7 @@
-"""Relay under uvicorn and under granian: the same app, TLS certificate and database.
+"""Relay under granian (`relay serve`) and under uvicorn: the same app, TLS certificate
+and database.
 
-The HTTP-server lever of docs/decisions/0030-the-http-server.md, measured on
+The HTTP-server lever of docs/decisions/0033-granian-as-the-http-server.md, measured on
 the production request shape: test-key creates and checks carrying an
 `Idempotency-Key` on every POST, and GET /healthz for the stack alone. Each
 server runs Relay in one process on SQLite (as `make run` does); they take
@@ -10,10 +11,9 @@ CPU the server's processes used per request (user and system time from /proc):
 that figure, not the rate, decides whether a server saves the 10 % the lever
 must save.
 
-granian is started with Relay's app through `bench/granian_target.py` (the
-app `relay serve` builds, from the same RELAY_* settings) and the settings of
-Relay's front door: TLS 1.2 or later, a 30 s header timeout, the head buffer
-bound.
+uvicorn is started with Relay's app through `bench/relay_app.py` (the app
+`relay serve` builds, from the same RELAY_* settings), with httptools as its
+parser and the same TLS certificate.
 
 Usage:
   .venv/bin/python bench/servers.py [--seconds 10] [--rounds 2]
@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import ssl
 import statistics
 import subprocess
 import sys
@@ -69,7 +70,7 @@ def environment(tmp: Path) -> dict[str, str]:
 
 def command(server: str, port: int, cert: Path, key: Path) -> list[str]:
     bin_dir = Path(sys.executable).parent
-    if server == "uvicorn":
+    if server == "granian":
         return [
             str(bin_dir / "relay"),
             "serve",
@@ -81,32 +82,22 @@ def command(server: str, port: int, cert: Path, key: Path) -> list[str]:
             str(key),
         ]
     return [
-        str(bin_dir / "granian"),
-        "--interface",
-        "asgi",
+        str(bin_dir / "uvicorn"),
         "--factory",
-        "--host",
-        "127.0.0.1",
+        "relay_app:app",
+        "--app-dir",
+        str(ROOT / "bench"),
         "--port",
         str(port),
-        "--workers",
-        "1",
         "--http",
-        "1",
-        "--no-ws",
+        "httptools",
         "--log-level",
         "warning",
-        "--ssl-certificate",
+        "--no-access-log",
+        "--ssl-certfile",
         str(cert),
         "--ssl-keyfile",
         str(key),
-        "--ssl-protocol-min",
-        "tls1.2",
-        "--http1-header-read-timeout",
-        "30000",
-        "--working-dir",
-        str(ROOT / "bench"),
-        "granian_target:app",
     ]
 
 
@@ -114,8 +105,6 @@ def measure(server: str, tmp: Path, key: str, load: Load) -> dict[str, Result]:
     from relay.tls import ensure_self_signed
 
     cert = ensure_self_signed(tmp / "tls")
-    import ssl
-
     context = ssl.create_default_context(cafile=str(cert.cert))
     port = free_port()
     url = f"https://localhost:{port}"
@@ -161,7 +150,8 @@ def report(results: dict[tuple[str, str], list[Result]]) -> str:
             rate = statistics.median(r.rps for r in runs)
             cpu = statistics.median(r.cpu_us or 0.0 for r in runs)
             p99 = statistics.median(r.p99_ms for r in runs)
-            lines.append(f"| {call} | {server} | {rate:,.0f} | {cpu:,.0f} | {p99:.1f} | {len(runs)} |")
+            cells = f"{rate:,.0f} | {cpu:,.0f} | {p99:.1f} | {len(runs)}"
+            lines.append(f"| {call} | {server} | {cells} |")
         uvicorn_cpu = statistics.median(r.cpu_us or 0.0 for r in results[("uvicorn", call)])
         granian_cpu = statistics.median(r.cpu_us or 0.0 for r in results[("granian", call)])
         if uvicorn_cpu:

@@ -169,7 +169,7 @@ class Embedded:
         # The server waits for every request in flight before the app's shutdown
         # runs; one that outlasts the grace (a hung carrier) is cancelled, so the
         # shutdown still releases what that request held.
-        self._server.stop()
+        self._server.stop()  # type: ignore[no-untyped-call]  # granian leaves it unannotated
         assert self._loop is not None
         self._loop.call_later(self._grace, self._cancel_in_flight)
 

@@ -140,7 +140,8 @@ def _serve_processes(settings: Settings, listener: Listener, workers: int) -> in
     # different one, and a code sent by one process would fail its check in another.
     settings.code_secret()
     # The children start listening as they come up.
-    print(f"Relay listening on {url(listener.host, listener.port)} ({workers} processes)", flush=True)
+    where = url(listener.host, listener.port)
+    print(f"Relay listening on {where} ({workers} processes)", flush=True)
     if not run_processes(functools.partial(process_app, settings), listener, workers):
         print("relay: a server process failed to start; see the log above", file=sys.stderr)
         return 1

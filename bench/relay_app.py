@@ -1,4 +1,5 @@
-"""The app `relay serve` builds, as a factory granian can import (bench/servers.py)."""
+"""The app `relay serve` builds, from the same RELAY_* settings, as a factory another
+server can import (bench/servers.py runs it under uvicorn)."""
 
 from __future__ import annotations
 
