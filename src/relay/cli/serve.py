@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import gc
 import json
+import ssl
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +41,20 @@ def certificate(settings: Settings) -> CertificatePaths:
     print(f"TLS certificate: {paths.cert.resolve()}")
     print(f"SHA-256 fingerprint: {paths.fingerprint()}")
     return paths
+
+
+def unusable_certificate(paths: CertificatePaths) -> str | None:
+    """Why the server could not serve with this certificate and key, or None."""
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(paths.cert, paths.key)
+    except FileNotFoundError as error:
+        return f"{error.filename}: no such file (tls_cert, tls_key)"
+    except (OSError, ssl.SSLError) as error:
+        return (
+            f"{paths.cert} and {paths.key} are not a PEM certificate and its private key "
+            f"({error.__class__.__name__}: {getattr(error, 'reason', None) or error})"
+        )
+    return None
 
 
 def demo_account(settings: Settings) -> dict[str, str]:
@@ -105,6 +120,10 @@ def serve(settings: Settings, *, demo: bool = False, workers: int = 1) -> int:
         print(f"relay: database: {error}", file=sys.stderr)
         return 1
     paths = certificate(settings)
+    unusable = unusable_certificate(paths)
+    if unusable is not None:
+        print(f"relay: TLS: {unusable}", file=sys.stderr)
+        return 1
     if demo:
         account = demo_account(settings)
         print(f"Demo account {account['id']}")
