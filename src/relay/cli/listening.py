@@ -35,6 +35,17 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 HEAD_BUFFER_SHARE = 2
 
 
+LISTEN_POLL_SECONDS = 0.005
+LISTEN_WAIT_SECONDS = 30.0
+
+
+def _reachable(host: str) -> str:
+    """The address this process reaches a server listening on `host` at."""
+    # Compared with, never bound to.
+    wildcard = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}  # noqa: S104
+    return wildcard.get(host, host)
+
+
 class PortUnavailable(Exception):
     """The address cannot be bound; the message is the one line a user reads."""
 
@@ -114,14 +125,17 @@ class Embedded:
     def __init__(self, app: App, listener: Listener, *, announce: str | None = None) -> None:
         self.started = threading.Event()
         self._announce = announce
+        self._address = (_reachable(listener.host), listener.port)
         self._grace = listener.shutdown_timeout
         self._server = EmbeddedServer(self._watching(app), **listener.options())
         self._loop: asyncio.AbstractEventLoop | None = None
         self._in_flight: set[asyncio.Task[Any]] = set()
+        self._announcing: asyncio.Task[None] | None = None
 
     def _watching(self, app: App) -> App:
-        """`app`, marked started once its start-up completed (the port is bound by then),
-        its requests in flight known, so that a stop can end those that outlast the grace."""
+        """`app`, marked started once its start-up completed and the port accepts
+        connections, its requests in flight known, so that a stop can end those that
+        outlast the grace."""
 
         async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["type"] != "lifespan":
@@ -139,13 +153,29 @@ class Embedded:
             async def sending(message: Message) -> None:
                 await send(message)
                 if message["type"] == "lifespan.startup.complete":
-                    if self._announce is not None:
-                        print(self._announce, flush=True)
-                    self.started.set()
+                    self._announcing = asyncio.create_task(self._when_listening())
 
             await app(scope, receive, sending)
 
         return wrapped
+
+    async def _when_listening(self) -> None:
+        # granian's worker opens its listening socket after the app's start-up, and
+        # says nothing when it has: "started" waits for a connection to succeed.
+        deadline = asyncio.get_running_loop().time() + LISTEN_WAIT_SECONDS
+        while True:
+            try:
+                _, writer = await asyncio.open_connection(*self._address)
+            except OSError:
+                if asyncio.get_running_loop().time() > deadline:
+                    return
+                await asyncio.sleep(LISTEN_POLL_SECONDS)
+                continue
+            writer.close()
+            break
+        if self._announce is not None:
+            print(self._announce, flush=True)
+        self.started.set()
 
     def serve(self, *, signals: bool = False) -> None:
         """Until `stop()` (or, with `signals`, SIGTERM or SIGINT): requests in flight
