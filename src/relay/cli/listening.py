@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import math
+import multiprocessing
 import signal
 import socket
 import threading
@@ -222,6 +223,10 @@ def run_processes(load_app: Callable[[], App], listener: Listener, workers: int)
     """granian's supervisor: `workers` processes each build their app with `load_app`
     (a picklable callable), a dead one is started again; SIGTERM stops them all.
     False when a process failed to start."""
+    # granian starts its processes the way multiprocessing's default does. Forked,
+    # they would inherit this process's imports: prometheus-client loaded before
+    # PROMETHEUS_MULTIPROC_DIR was named keeps each process's values to itself.
+    multiprocessing.set_start_method("spawn", force=True)
     server = Granian(
         "relay",  # not imported: `load_app` makes each process's app
         workers=workers,
