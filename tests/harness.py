@@ -1,8 +1,9 @@
-"""A real Relay server for tests: uvicorn with TLS on loopback, in a thread."""
+"""A real Relay server for tests: granian with TLS on loopback, in a thread."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import socket
 import ssl
@@ -14,9 +15,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
-import uvicorn
 
 from relay.accounts.models import NewAccount
+from relay.cli.listening import Embedded
+from relay.cli.serve import listener_of
 from relay.clock import OffsetClock
 from relay.config import Settings
 from relay.db.driver import open_db
@@ -125,28 +127,19 @@ class ServerThread:
         self.services = build_services(settings, clock=self.clock)
         self.cert = ensure_self_signed(settings.data_dir / "tls")
         self.port = port or free_port()
-        config = uvicorn.Config(
-            create_app(self.services),
-            host="127.0.0.1",
-            port=self.port,
-            ssl_certfile=os.fspath(self.cert.cert),
-            ssl_keyfile=os.fspath(self.cert.key),
-            log_config=None,
-            access_log=False,
-            proxy_headers=False,
-            http="httptools",
+        listener = dataclasses.replace(
+            listener_of(settings, self.cert), host="127.0.0.1", port=self.port
         )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.server = Embedded(create_app(self.services), listener)
+        self.thread = threading.Thread(target=self.server.serve, daemon=True)
         self.settings = settings
 
     def __enter__(self) -> RunningServer:
         self.thread.start()
         deadline = time.monotonic() + 20
-        while not self.server.started:
+        while not self.server.started.wait(0.02):
             if time.monotonic() > deadline or not self.thread.is_alive():
                 raise RuntimeError("test server did not start")
-            time.sleep(0.02)
         return RunningServer(
             base_url=f"https://localhost:{self.port}",
             cert=self.cert,
@@ -156,7 +149,7 @@ class ServerThread:
         )
 
     def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
+        self.server.stop()
         self.thread.join(timeout=15)
 
 

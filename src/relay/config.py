@@ -50,6 +50,11 @@ class Settings(BaseSettings):
     # SIGTERM waits this long for requests in flight, then as long again for
     # claimed SMS submits and webhook attempts, before it cancels and releases them.
     shutdown_timeout: float = Field(10.0, gt=0, le=600)
+    # The front door (docs/operations.md): a request head must arrive within
+    # `header_timeout` seconds, or the connection closes; a head over
+    # `max_request_head` bytes is refused with 431 before it is read further.
+    header_timeout: float = Field(30.0, ge=1, le=60)
+    max_request_head: int = Field(65_536, ge=16_384, le=1_048_576)
 
     code_key: str | None = None
     default_ttl: int = Field(600, ge=60, le=3600)

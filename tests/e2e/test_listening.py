@@ -72,3 +72,23 @@ def test_the_port_comes_from_relay_port_and_listening_means_it_answers(
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+def test_a_certificate_that_cannot_be_served_is_one_line_and_a_failing_exit(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a certificate\n")
+    served = subprocess.run(
+        [*RELAY, "serve", "--port", "0", "--tls-cert", str(garbage), "--tls-key", str(garbage)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert served.returncode == 1
+    assert "listening" not in served.stdout
+    refused = [line for line in served.stderr.splitlines() if line.startswith("relay:")]
+    assert len(refused) == 1, served.stderr
+    assert refused[0].startswith(f"relay: TLS: {garbage} and {garbage} are not a PEM certificate")
+    assert "Traceback" not in served.stderr

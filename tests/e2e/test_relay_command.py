@@ -58,8 +58,8 @@ def served(env: dict[str, str]) -> Iterator[tuple[str, Path]]:
         process.terminate()
         process.wait(timeout=20)
     output = process.stdout.read() if process.stdout else ""
-    # uvicorn finishes its graceful shutdown, then re-raises the SIGTERM it caught.
-    assert process.returncode in (0, -15), output
+    # A stop asked for with SIGTERM is a clean exit.
+    assert process.returncode == 0, output
     assert "Application shutdown complete" in output, output
 
 

@@ -10,7 +10,7 @@ import pytest
 
 import relay
 
-GUARDED = ("uvicorn", "smpplib", "httptools", "prometheus_client")
+GUARDED = ("granian", "uvicorn", "smpplib", "httptools", "prometheus_client")
 # prometheus-client documents subclassing its Collector as the way to export values.
 MADE_TO_SUBCLASS = {"Collector"}
 SOURCES = sorted(Path(relay.__file__).parent.rglob("*.py"))

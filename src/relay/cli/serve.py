@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import gc
 import json
-import math
-import os
-import socket
+import ssl
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import uvicorn
-from uvicorn.config import STARTUP_FAILURE
-from uvicorn.supervisors import Multiprocess
-
-from relay.cli.listening import PortUnavailable, bind, run, url
+from relay.cli.listening import (
+    Listener,
+    PortUnavailable,
+    check_port,
+    run,
+    run_processes,
+    url,
+)
 from relay.config import Settings
 from relay.db.migrate import DatabaseUnavailable, upgrade
 from relay.db.urls import is_postgres
@@ -39,6 +41,20 @@ def certificate(settings: Settings) -> CertificatePaths:
     print(f"TLS certificate: {paths.cert.resolve()}")
     print(f"SHA-256 fingerprint: {paths.fingerprint()}")
     return paths
+
+
+def unusable_certificate(paths: CertificatePaths) -> str | None:
+    """Why the server could not serve with this certificate and key, or None."""
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(paths.cert, paths.key)
+    except FileNotFoundError as error:
+        return f"{error.filename}: no such file (tls_cert, tls_key)"
+    except (OSError, ssl.SSLError) as error:
+        return (
+            f"{paths.cert} and {paths.key} are not a PEM certificate and its private key "
+            f"({error.__class__.__name__}: {getattr(error, 'reason', None) or error})"
+        )
+    return None
 
 
 def demo_account(settings: Settings) -> dict[str, str]:
@@ -86,19 +102,12 @@ def serve(settings: Settings, *, demo: bool = False, workers: int = 1) -> int:
     if reason is not None:
         print(f"relay: {reason}", file=sys.stderr)
         return 2
-    # Bound first: a taken port is one line and exit 1, before any migration or file.
+    # Checked first: a taken port is one line and exit 1, before any migration or file.
     try:
-        sock = bind(settings.host, settings.port)
+        port = check_port(settings.host, settings.port)
     except PortUnavailable as error:
         print(f"relay: {error}", file=sys.stderr)
         return 1
-    try:
-        return _serve_on(sock, settings, demo=demo, workers=workers)
-    finally:
-        sock.close()
-
-
-def _serve_on(sock: socket.socket, settings: Settings, *, demo: bool, workers: int) -> int:
     configure(settings.log_level, settings.log_format)
     warning = private_dir(settings.data_dir)
     if warning is not None:
@@ -111,42 +120,48 @@ def _serve_on(sock: socket.socket, settings: Settings, *, demo: bool, workers: i
         print(f"relay: database: {error}", file=sys.stderr)
         return 1
     paths = certificate(settings)
+    unusable = unusable_certificate(paths)
+    if unusable is not None:
+        print(f"relay: TLS: {unusable}", file=sys.stderr)
+        return 1
     if demo:
         account = demo_account(settings)
         print(f"Demo account {account['id']}")
         print(f"  test key:              {account['test_key']}")
         print(f"  webhook secret (test): {account['webhook_secret']}")
+    listener = dataclasses.replace(listener_of(settings, paths), port=port)
     if workers > 1:
-        return _serve_processes(sock, settings, paths, workers)
+        return _serve_processes(settings, listener, workers)
     app = create_app(build_services(settings))
     tune_garbage_collector()
-    started = run(
-        _uvicorn_config(app, settings, paths),
-        sock,
-        announce=f"Relay listening on {url(settings.host, sock)}",
-    )
+    started = run(app, listener, announce=f"Relay listening on {url(settings.host, port)}")
     return 0 if started else 1
 
 
-def _serve_processes(
-    sock: socket.socket, settings: Settings, paths: CertificatePaths, workers: int
-) -> int:
-    """The parent binds the port once, then supervises `workers` spawned server processes.
+def listener_of(settings: Settings, paths: CertificatePaths) -> Listener:
+    return Listener(
+        host=settings.host,
+        port=settings.port,
+        cert=paths.cert,
+        key=paths.key,
+        header_timeout=settings.header_timeout,
+        max_request_head=settings.max_request_head,
+        shutdown_timeout=settings.shutdown_timeout,
+    )
 
-    uvicorn's supervisor passes the listening socket to each child, restarts a
-    child that dies, and on SIGTERM or SIGINT stops them all before it returns.
+
+def _serve_processes(settings: Settings, listener: Listener, workers: int) -> int:
+    """granian's supervisor binds the port once and runs `workers` server processes on it.
+
+    A process that dies is started again; SIGTERM or SIGINT stops them all.
     """
     # Made here, once: children that each found no code.key would each write a
     # different one, and a code sent by one process would fail its check in another.
     settings.code_secret()
-    config = _uvicorn_config(
-        functools.partial(process_app, settings), settings, paths, workers=workers
-    )
-    # The children start listening as they come up; the socket is bound already.
-    print(f"Relay listening on {url(settings.host, sock)} ({workers} processes)", flush=True)
-    supervisor = Multiprocess(config, sockets=[sock])
-    supervisor.run()
-    if any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes):
+    # The children start listening as they come up.
+    where = url(listener.host, listener.port)
+    print(f"Relay listening on {where} ({workers} processes)", flush=True)
+    if not run_processes(functools.partial(process_app, settings), listener, workers):
         print("relay: a server process failed to start; see the log above", file=sys.stderr)
         return 1
     return 0
@@ -175,29 +190,6 @@ def process_app(settings: Settings) -> Starlette:
     app = create_app(build_services(settings))
     tune_garbage_collector()
     return app
-
-
-def _uvicorn_config(
-    app: Any, settings: Settings, paths: CertificatePaths, *, workers: int = 1
-) -> uvicorn.Config:
-    return uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        factory=workers > 1,
-        workers=workers,
-        ssl_certfile=os.fspath(paths.cert),
-        ssl_keyfile=os.fspath(paths.key),
-        log_config=None,
-        access_log=False,
-        server_header=False,
-        # uvicorn would believe X-Forwarded-For from loopback whatever trusted_proxies
-        # says; relay.web.peers alone decides who the client is.
-        proxy_headers=False,
-        # Its refusals of malformed framing are plain text (decision 0027).
-        http="httptools",
-        timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout),
-    )
 
 
 __all__ = ["Path", "process_app", "serve"]

@@ -51,10 +51,12 @@ def create_app(services: Services, *, background: bool = True) -> Starlette:
         work = Background(services) if sends else None
         if work is not None:
             work.start()
+        # Supervisors and the e2e tests read these two lines, one per server process.
+        log.info("Application startup complete")
         try:
             yield
         finally:
-            # Runs after uvicorn has let the requests in flight finish: the jobs
+            # Runs after the server has let the requests in flight finish: the jobs
             # they and the loops claimed get a grace of their own.
             grace = services.settings.shutdown_timeout
             if work is not None:
@@ -62,6 +64,7 @@ def create_app(services: Services, *, background: bool = True) -> Starlette:
             else:
                 await services.delivery.drain(grace=grace)
             await services.close()
+            log.info("Application shutdown complete")
 
     document = build_document(API)
     app = Starlette(
