@@ -37,6 +37,7 @@ import os
 import pstats
 import re
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -291,8 +292,8 @@ def main() -> None:
         f"(process time; {args.calls} creates, {args.checks} checks, "
         f"{args.concurrency} in flight, load {os.getloadavg()[0]:.1f})"
     )
-    if args.smoke and not args.instructions:
-        args.calls, args.warmup = 2, 2
+    if args.smoke and shutil.which("valgrind"):
+        args.calls = args.checks = args.warmup = 2
         instructions(args)
 
 
