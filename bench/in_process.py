@@ -54,8 +54,15 @@ REFERENCE = ROOT / "bench" / "reference"
 App = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 
 
-async def call(app: App, method: str, path: str, body: bytes, key: str) -> tuple[int, bytes]:
-    """One request through the ASGI app, as uvicorn would pass it."""
+async def call(
+    app: App,
+    method: str,
+    path: str,
+    body: bytes,
+    key: str,
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> tuple[int, bytes]:
+    """One request through the ASGI app, as uvicorn would pass it; `extra` headers last."""
     scope = {
         "type": "http",
         "method": method,
@@ -67,6 +74,7 @@ async def call(app: App, method: str, path: str, body: bytes, key: str) -> tuple
             (b"content-type", b"application/json"),
             (b"authorization", f"Bearer {key}".encode()),
             (b"content-length", str(len(body)).encode()),
+            *(extra or []),
         ],
         "scheme": "https",
         "client": ("127.0.0.1", 50000),
