@@ -17,13 +17,14 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from relay.carriers.callbacks import SECRET_PARAM
 
@@ -90,6 +91,47 @@ class Script:
         self.release.set()
         self.release = asyncio.Event()
         self.steps.clear()
+
+
+Sent = TypeVar("Sent")
+Stored = TypeVar("Stored")
+
+
+@dataclass(kw_only=True)
+class FakeAccount(Generic[Sent, Stored]):
+    """What every provider fake's account keeps: where it listens, what it was sent, its script.
+
+    A provider's fake names its own credentials and `routes`; `received` holds
+    the sends as they came, `messages` what the fake made of them, by id.
+    """
+
+    base_url: str = ""
+    received: list[Sent] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    messages: dict[str, Stored] = field(default_factory=dict)
+    script: Script = field(default_factory=Script)
+
+    def routes(self) -> list[Route]:
+        raise NotImplementedError
+
+    def then(self, *steps: object) -> None:
+        self.script.then(*steps)
+
+    def reset(self) -> None:
+        """Forget every request and message, and let any hung request finish."""
+        self.script.reset()
+        self.received.clear()
+        self.violations.clear()
+        self.messages.clear()
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[str]:
+        async with serve(Starlette(routes=self.routes())) as base_url:
+            self.base_url = base_url
+            try:
+                yield base_url
+            finally:
+                self.script.release.set()
 
 
 def impostor_url(url: str, signing: str) -> str:

@@ -28,8 +28,7 @@ import re
 import ssl
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -38,20 +37,18 @@ from urllib.parse import urlsplit
 import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tests.carriers.fake_server import (
+    FakeAccount,
     Hang,
     Reply,
-    Script,
     bearer_token,
     billed_segments,
     is_unicode,
     media_type,
-    serve,
 )
 
 MESSAGES_PATH = "/v2/messages"
@@ -96,30 +93,16 @@ Signing = Literal["signed", "forged", "stale", "unsigned"]
 
 
 @dataclass
-class FakeTelnyx:
+class FakeTelnyx(FakeAccount[dict[str, Any], dict[str, Any]]):
     """One Telnyx account: its API key and the Ed25519 key it signs webhooks with."""
 
     api_key: str
     signing_key: Ed25519PrivateKey = field(default_factory=Ed25519PrivateKey.generate)
-    base_url: str = ""
-    received: list[dict[str, Any]] = field(default_factory=list)
-    violations: list[str] = field(default_factory=list)
-    messages: dict[str, dict[str, Any]] = field(default_factory=dict)
-    script: Script = field(default_factory=Script)
 
     @property
     def public_key(self) -> str:
         raw = self.signing_key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
         return base64.b64encode(raw).decode()
-
-    def then(self, *steps: Step) -> None:
-        self.script.then(*steps)
-
-    def reset(self) -> None:
-        self.script.reset()
-        for log in (self.received, self.violations):
-            log.clear()
-        self.messages.clear()
 
     def callback_url(self, message_id: str) -> str:
         url: str = self.messages[message_id]["webhook_url"]
@@ -129,15 +112,8 @@ class FakeTelnyx:
         [found] = [key for key, sent in self.messages.items() if sent["to"] == to]
         return found
 
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[str]:
-        app = Starlette(routes=[Route(MESSAGES_PATH, self._create, methods=["POST"])])
-        async with serve(app) as base_url:
-            self.base_url = base_url
-            try:
-                yield base_url
-            finally:
-                self.script.release.set()
+    def routes(self) -> list[Route]:
+        return [Route(MESSAGES_PATH, self._create, methods=["POST"])]
 
     def webhook(self, message_id: str, status: str, *, error_code: str | None = None) -> bytes:
         """The body of the webhook Telnyx posts when `message_id` reaches `status`."""
