@@ -124,6 +124,12 @@ class FakeAccount(Generic[Sent, Stored]):
         self.violations.clear()
         self.messages.clear()
 
+    def end_test(self) -> list[str]:
+        """What the carrier broke of the provider's contract in a test, then the test forgotten."""
+        violations = list(self.violations)
+        self.reset()
+        return violations
+
     @asynccontextmanager
     async def running(self) -> AsyncIterator[str]:
         async with serve(Starlette(routes=self.routes())) as base_url:

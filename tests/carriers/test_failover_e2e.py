@@ -18,10 +18,10 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from relay.accounts.models import NewAccount
+from tests.carriers.live_client import live_client
 from tests.carriers.reading import attempts, event_types, settle
 from tests.carriers.smpp_peer import SmppPeer
-from tests.harness import RunningServer, ServerThread, create_account, test_settings
+from tests.harness import RunningServer, ServerThread, test_settings
 from tests.webhooks.receiver import isolated_database
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -96,13 +96,7 @@ def server(
 @pytest_asyncio.fixture(loop_scope="module")
 async def live(server: RunningServer, smscs: Smscs) -> AsyncIterator[httpx.AsyncClient]:
     await smscs.reset()
-    account: NewAccount = await asyncio.to_thread(create_account, server.settings)
-    async with httpx.AsyncClient(
-        base_url=server.base_url,
-        verify=server.tls_context(),
-        headers={"Authorization": f"Bearer {account.live_key}"},
-        timeout=10,
-    ) as client:
+    async with live_client(server) as client:
         yield client
 
 

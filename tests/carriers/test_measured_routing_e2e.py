@@ -9,7 +9,6 @@ submit; once its last hour shows it below the minimum rate, sends go to
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -20,11 +19,11 @@ import pytest
 import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
-from relay.accounts.models import NewAccount
 from relay.clock import OffsetClock
+from tests.carriers.live_client import live_client
 from tests.carriers.reading import attempts, settle
 from tests.carriers.smpp_peer import SmppPeer
-from tests.harness import RunningServer, ServerThread, create_account, test_settings
+from tests.harness import RunningServer, ServerThread, test_settings
 from tests.metrics.scenario import value
 from tests.webhooks.receiver import isolated_database
 
@@ -91,13 +90,7 @@ def server(
 
 @pytest_asyncio.fixture(loop_scope="module")
 async def live(server: RunningServer) -> AsyncIterator[httpx.AsyncClient]:
-    account: NewAccount = await asyncio.to_thread(create_account, server.settings)
-    async with httpx.AsyncClient(
-        base_url=server.base_url,
-        verify=server.tls_context(),
-        headers={"Authorization": f"Bearer {account.live_key}"},
-        timeout=10,
-    ) as client:
+    async with live_client(server) as client:
         yield client
 
 

@@ -58,9 +58,7 @@ async def telnyx_server() -> AsyncIterator[FakeTelnyx]:
 @pytest_asyncio.fixture(loop_scope="module")
 async def telnyx(telnyx_server: FakeTelnyx) -> AsyncIterator[FakeTelnyx]:
     yield telnyx_server
-    violations = list(telnyx_server.violations)
-    telnyx_server.reset()
-    assert violations == [], "the carrier broke Telnyx's documented request"
+    assert telnyx_server.end_test() == [], "the carrier broke Telnyx's documented request"
 
 
 @pytest_asyncio.fixture(loop_scope="module")
