@@ -13,6 +13,7 @@ import binascii
 import math
 import secrets
 import socket
+import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import httpx
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -170,6 +172,20 @@ def bearer_token(request: Request) -> str | None:
 
 def media_type(request: Request) -> str:
     return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+async def post_callback(
+    url: str,
+    *,
+    verify: ssl.SSLContext | bool,
+    headers: Mapping[str, str] | None = None,
+    content: bytes | str | None = None,
+    data: Mapping[str, str] | None = None,
+) -> int:
+    """POST one callback to Relay as the provider does; the status Relay answers with."""
+    async with httpx.AsyncClient(timeout=5, verify=verify) as client:
+        answer = await client.post(url, content=content, data=data, headers=headers)
+    return answer.status_code
 
 
 @asynccontextmanager

@@ -29,7 +29,6 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-import httpx
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -41,6 +40,7 @@ from tests.carriers.fake_server import (
     billed_segments,
     impostor_url,
     media_type,
+    post_callback,
 )
 
 SEND_PATH = "/sms/3/messages"
@@ -130,11 +130,9 @@ class FakeInfobip(FakeAccount[dict[str, Any], dict[str, Any]]):
         """POST a report to the delivery URL (keeping its secret only when "signed")."""
         body = json.dumps({"results": [self.report(message_id, name, error=error_code)]})
         url = impostor_url(self.callback_url(message_id), signing)
-        async with httpx.AsyncClient(timeout=5, verify=verify) as client:
-            answer = await client.post(
-                url, content=body, headers={"content-type": "application/json"}
-            )
-        return answer.status_code
+        return await post_callback(
+            url, verify=verify, content=body, headers={"content-type": "application/json"}
+        )
 
     async def _send(self, request: Request) -> Response:
         if request.headers.get("authorization") != f"App {self.api_key}":

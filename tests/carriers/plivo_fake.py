@@ -36,7 +36,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
-import httpx
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -48,6 +47,7 @@ from tests.carriers.fake_server import (
     basic_credentials,
     billed_segments,
     media_type,
+    post_callback,
 )
 
 MESSAGE_PATH = "/v1/Account/{auth_id}/Message/"
@@ -174,9 +174,7 @@ class FakePlivo(FakeAccount[dict[str, Any], dict[str, Any]]):
         headers = {}
         if signing != "unsigned":
             headers = self.headers(url, form, token="someone-else" if signing == "forged" else None)
-        async with httpx.AsyncClient(timeout=5, verify=verify) as client:
-            answer = await client.post(url, data=form, headers=headers)
-        return answer.status_code
+        return await post_callback(url, verify=verify, data=form, headers=headers)
 
     async def _send(self, request: Request) -> Response:
         if basic_credentials(request) != (self.auth_id, self.auth_token):

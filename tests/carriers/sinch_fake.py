@@ -35,7 +35,6 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-import httpx
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -48,6 +47,7 @@ from tests.carriers.fake_server import (
     billed_segments,
     impostor_url,
     media_type,
+    post_callback,
 )
 
 BATCHES_PATH = "/xms/v1/{service_plan_id}/batches"
@@ -154,9 +154,7 @@ class FakeSinch(FakeAccount[dict[str, Any], dict[str, Any]]):
             headers = self.signed(body, at=time.time() - 600)
         elif signing == "forged":
             headers = self.signed(body, secret="not-" + self.signature_secret)
-        async with httpx.AsyncClient(timeout=5, verify=verify) as client:
-            answer = await client.post(url, content=body, headers=headers)
-        return answer.status_code
+        return await post_callback(url, verify=verify, content=body, headers=headers)
 
     async def _send(self, request: Request) -> Response:
         if bearer_token(request) != self.api_token:

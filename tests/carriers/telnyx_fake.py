@@ -34,7 +34,6 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from starlette.requests import Request
@@ -49,6 +48,7 @@ from tests.carriers.fake_server import (
     billed_segments,
     is_unicode,
     media_type,
+    post_callback,
 )
 
 MESSAGES_PATH = "/v2/messages"
@@ -159,10 +159,8 @@ class FakeTelnyx(FakeAccount[dict[str, Any], dict[str, Any]]):
             headers = self.signed(body, at=time.time() - 600)
         elif signing == "forged":
             headers = FakeTelnyx(api_key=self.api_key).signed(body)
-        async with httpx.AsyncClient(timeout=5, verify=verify) as client:
-            url = self.messages[message_id]["webhook_url"]
-            answer = await client.post(url, content=body, headers=headers)
-        return answer.status_code
+        url = self.messages[message_id]["webhook_url"]
+        return await post_callback(url, verify=verify, content=body, headers=headers)
 
     async def _create(self, request: Request) -> Response:
         if bearer_token(request) != self.api_key:

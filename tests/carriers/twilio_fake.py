@@ -31,13 +31,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-import httpx
 import jsonschema
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.carriers.fake_server import FakeAccount, Hang, Reply, basic_credentials
+from tests.carriers.fake_server import FakeAccount, Hang, Reply, basic_credentials, post_callback
 
 SPEC_PATH = Path(__file__).resolve().parent / "vendor" / "twilio" / "twilio_api_v2010.json"
 MESSAGES_PATH = "/2010-04-01/Accounts/{AccountSid}/Messages.json"
@@ -227,9 +226,9 @@ class FakeTwilio(FakeAccount[Mapping[str, str], Message]):
         url = message.form["StatusCallback"]
         form = self._callback_form(message, status, error_code)
         signature = sign(token or self.auth_token, url, form)
-        async with httpx.AsyncClient(timeout=5, verify=verify) as client:
-            answer = await client.post(url, data=form, headers={"X-Twilio-Signature": signature})
-        return answer.status_code
+        return await post_callback(
+            url, verify=verify, data=form, headers={"X-Twilio-Signature": signature}
+        )
 
     def _callback_form(
         self, message: Message, status: str, error_code: int | None

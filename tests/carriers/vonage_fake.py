@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qsl
 
-import httpx
 import jsonschema
 import yaml
 from starlette.requests import Request
@@ -47,6 +46,7 @@ from tests.carriers.fake_server import (
     impostor_url,
     is_unicode,
     media_type,
+    post_callback,
 )
 
 SPEC_PATH = Path(__file__).resolve().parent / "vendor" / "vonage" / "sms.yml"
@@ -208,11 +208,12 @@ class FakeVonage(FakeAccount[dict[str, str], dict[str, str]]):
         self.violations.extend(
             f"fake receipt off-schema: {e.message}" for e in contract().receipt.iter_errors(params)
         )
-        async with httpx.AsyncClient(timeout=5, verify=verify) as client:
-            answer = await client.post(
-                url, content=json.dumps(params), headers={"content-type": "application/json"}
-            )
-        return answer.status_code
+        return await post_callback(
+            url,
+            verify=verify,
+            content=json.dumps(params),
+            headers={"content-type": "application/json"},
+        )
 
     async def _send(self, request: Request) -> Response:
         if request.path_params["format"] != "json":
