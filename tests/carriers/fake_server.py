@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
@@ -37,6 +37,10 @@ _GSM_BASIC = frozenset(
     "¡ABCDEFGHIJKLMNOPQRSTUVWXYZÄÖÑÜ§¿abcdefghijklmnopqrstuvwxyzäöñüà"
 )
 _GSM_EXTENSION = frozenset("^{}\\[~]|€\f")
+
+# How a fake signs the callback it posts: as the provider does, with a wrong
+# secret, too long ago, or not at all (the URL's secret then goes, or is guessed).
+Signing = Literal["signed", "forged", "stale", "unsigned"]
 
 
 def billed_segments(text: str) -> int:

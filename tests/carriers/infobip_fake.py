@@ -26,7 +26,7 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
@@ -37,6 +37,7 @@ from tests.carriers.fake_server import (
     FakeAccount,
     Hang,
     Reply,
+    Signing,
     billed_segments,
     impostor_url,
     media_type,
@@ -45,7 +46,6 @@ from tests.carriers.fake_server import (
 
 SEND_PATH = "/sms/3/messages"
 REJECTED_TO = "4915100000001"
-Signing = Literal["signed", "forged", "stale", "unsigned"]
 _MESSAGE_FIELDS = frozenset({"sender", "destinations", "content", "webhooks", "options"})
 # (groupId, groupName, name) of the statuses the fake reports.
 STATUSES = {

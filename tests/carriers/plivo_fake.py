@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from starlette.requests import Request
@@ -44,6 +44,7 @@ from tests.carriers.fake_server import (
     FakeAccount,
     Hang,
     Reply,
+    Signing,
     basic_credentials,
     billed_segments,
     media_type,
@@ -52,7 +53,6 @@ from tests.carriers.fake_server import (
 
 MESSAGE_PATH = "/v1/Account/{auth_id}/Message/"
 INVALID_DST = "15005550001"
-Signing = Literal["signed", "forged", "stale", "unsigned"]
 _FIELDS = frozenset(
     {
         "src",

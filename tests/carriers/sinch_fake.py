@@ -32,7 +32,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
@@ -43,6 +43,7 @@ from tests.carriers.fake_server import (
     FakeAccount,
     Hang,
     Reply,
+    Signing,
     bearer_token,
     billed_segments,
     impostor_url,
@@ -52,7 +53,6 @@ from tests.carriers.fake_server import (
 
 BATCHES_PATH = "/xms/v1/{service_plan_id}/batches"
 INVALID_TO = "+15005550001"
-Signing = Literal["signed", "forged", "stale", "unsigned"]
 _FIELDS = frozenset(
     {
         "to",

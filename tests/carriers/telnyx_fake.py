@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -44,6 +44,7 @@ from tests.carriers.fake_server import (
     FakeAccount,
     Hang,
     Reply,
+    Signing,
     bearer_token,
     billed_segments,
     is_unicode,
@@ -89,7 +90,6 @@ class CreatedAs:
 
 Step = Reply | Hang | CreatedAs
 # How a callback is signed: properly, by someone else, too long ago, or not at all.
-Signing = Literal["signed", "forged", "stale", "unsigned"]
 
 
 @dataclass

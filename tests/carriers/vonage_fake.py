@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import parse_qsl
 
 import jsonschema
@@ -42,6 +42,7 @@ from tests.carriers.fake_server import (
     FakeAccount,
     Hang,
     Reply,
+    Signing,
     billed_segments,
     impostor_url,
     is_unicode,
@@ -52,7 +53,6 @@ from tests.carriers.fake_server import (
 SPEC_PATH = Path(__file__).resolve().parent / "vendor" / "vonage" / "sms.yml"
 SEND_PATH = "/sms/json"
 INVALID_TO = "447700900001"
-Signing = Literal["signed", "forged", "stale", "unsigned"]
 
 
 @dataclass(frozen=True)
