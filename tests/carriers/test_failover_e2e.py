@@ -59,19 +59,8 @@ async def smscs(peer_dir: Path) -> AsyncIterator[Smscs]:
             await peer.stop()
 
 
-def smpp(port: int, **extra: Any) -> dict[str, Any]:
-    return {
-        "kind": "smpp",
-        "host": "127.0.0.1",
-        "port": port,
-        "system_id": "relay",
-        "password": "secret",
-        "response_timeout": 5.0,  # no test here waits it out; generous for loaded CI
-        "reconnect_backoff": [0.05, 0.2],
-        "throttle_retry_after": 0.3,
-        "receipt_timeout": RECEIPT_TIMEOUT,
-        **extra,
-    }
+def smpp(peer: SmppPeer) -> dict[str, Any]:
+    return peer.carrier_table(throttle_retry_after=0.3, receipt_timeout=RECEIPT_TIMEOUT)
 
 
 @pytest.fixture(scope="module")
@@ -83,9 +72,9 @@ def server(
         tmp_path_factory.mktemp("data"),
         url,
         carriers={
-            "first": smpp(smscs.first.port),
-            "second": smpp(smscs.second.port),
-            "locked": smpp(smscs.locked.port),
+            "first": smpp(smscs.first),
+            "second": smpp(smscs.second),
+            "locked": smpp(smscs.locked),
         },
         routes={"default": ["first", "second"], "GB": ["locked", "second"]},
     )

@@ -39,17 +39,8 @@ def number() -> str:
     return f"+1415557{next(_numbers) % 10000:04d}"
 
 
-def smpp(port: int) -> dict[str, Any]:
-    return {
-        "kind": "smpp",
-        "host": "127.0.0.1",
-        "port": port,
-        "system_id": "relay",
-        "password": "secret",
-        "response_timeout": 5.0,
-        "reconnect_backoff": [0.05, 0.2],
-        "receipt_timeout": 5.0,
-    }
+def smpp(peer: SmppPeer) -> dict[str, Any]:
+    return peer.carrier_table(receipt_timeout=5.0)
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
@@ -74,7 +65,7 @@ def server(
     settings = test_settings(
         tmp_path_factory.mktemp("data"),
         url,
-        carriers={"first": smpp(first.port), "second": smpp(second.port)},
+        carriers={"first": smpp(first), "second": smpp(second)},
         routes={
             "default": {
                 "carriers": ["first", "second"],
