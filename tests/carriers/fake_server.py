@@ -13,17 +13,20 @@ import binascii
 import math
 import secrets
 import socket
+import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import httpx
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from relay.carriers.callbacks import SECRET_PARAM
 
@@ -34,6 +37,10 @@ _GSM_BASIC = frozenset(
     "¡ABCDEFGHIJKLMNOPQRSTUVWXYZÄÖÑÜ§¿abcdefghijklmnopqrstuvwxyzäöñüà"
 )
 _GSM_EXTENSION = frozenset("^{}\\[~]|€\f")
+
+# How a fake signs the callback it posts: as the provider does, with a wrong
+# secret, too long ago, or not at all (the URL's secret then goes, or is guessed).
+Signing = Literal["signed", "forged", "stale", "unsigned"]
 
 
 def billed_segments(text: str) -> int:
@@ -92,6 +99,53 @@ class Script:
         self.steps.clear()
 
 
+Sent = TypeVar("Sent")
+Stored = TypeVar("Stored")
+
+
+@dataclass(kw_only=True)
+class FakeAccount(Generic[Sent, Stored]):
+    """What every provider fake's account keeps: where it listens, what it was sent, its script.
+
+    A provider's fake names its own credentials and `routes`; `received` holds
+    the sends as they came, `messages` what the fake made of them, by id.
+    """
+
+    base_url: str = ""
+    received: list[Sent] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    messages: dict[str, Stored] = field(default_factory=dict)
+    script: Script = field(default_factory=Script)
+
+    def routes(self) -> list[Route]:
+        raise NotImplementedError
+
+    def then(self, *steps: object) -> None:
+        self.script.then(*steps)
+
+    def reset(self) -> None:
+        """Forget every request and message, and let any hung request finish."""
+        self.script.reset()
+        self.received.clear()
+        self.violations.clear()
+        self.messages.clear()
+
+    def end_test(self) -> list[str]:
+        """What the carrier broke of the provider's contract in a test, then the test forgotten."""
+        violations = list(self.violations)
+        self.reset()
+        return violations
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[str]:
+        async with serve(Starlette(routes=self.routes())) as base_url:
+            self.base_url = base_url
+            try:
+                yield base_url
+            finally:
+                self.script.release.set()
+
+
 def impostor_url(url: str, signing: str) -> str:
     """A callback URL as an impostor would know it: without the carrier's secret
     ("unsigned"), with a guessed one (any other but "signed"), or as given."""
@@ -122,6 +176,20 @@ def bearer_token(request: Request) -> str | None:
 
 def media_type(request: Request) -> str:
     return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+async def post_callback(
+    url: str,
+    *,
+    verify: ssl.SSLContext | bool,
+    headers: Mapping[str, str] | None = None,
+    content: bytes | str | None = None,
+    data: Mapping[str, str] | None = None,
+) -> int:
+    """POST one callback to Relay as the provider does; the status Relay answers with."""
+    async with httpx.AsyncClient(timeout=5, verify=verify) as client:
+        answer = await client.post(url, content=content, data=data, headers=headers)
+    return answer.status_code
 
 
 @asynccontextmanager

@@ -23,32 +23,29 @@ from __future__ import annotations
 import json
 import secrets
 import ssl
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tests.carriers.fake_server import (
+    FakeAccount,
     Hang,
     Reply,
-    Script,
+    Signing,
     billed_segments,
     impostor_url,
     media_type,
-    serve,
+    post_callback,
 )
 
 SEND_PATH = "/sms/3/messages"
 REJECTED_TO = "4915100000001"
-Signing = Literal["signed", "forged", "stale", "unsigned"]
 _MESSAGE_FIELDS = frozenset({"sender", "destinations", "content", "webhooks", "options"})
 # (groupId, groupName, name) of the statuses the fake reports.
 STATUSES = {
@@ -77,24 +74,10 @@ def infobip_error(code: str, text: str) -> dict[str, Any]:
 
 
 @dataclass
-class FakeInfobip:
+class FakeInfobip(FakeAccount[dict[str, Any], dict[str, Any]]):
     """One Infobip account, known by its API key."""
 
     api_key: str
-    base_url: str = ""
-    received: list[dict[str, Any]] = field(default_factory=list)
-    violations: list[str] = field(default_factory=list)
-    messages: dict[str, dict[str, Any]] = field(default_factory=dict)
-    script: Script = field(default_factory=Script)
-
-    def then(self, *steps: Reply | Hang) -> None:
-        self.script.then(*steps)
-
-    def reset(self) -> None:
-        self.script.reset()
-        for log in (self.received, self.violations):
-            log.clear()
-        self.messages.clear()
 
     def id_for(self, to: str) -> str:
         [found] = [key for key, sent in self.messages.items() if _to(sent) == to.lstrip("+")]
@@ -104,15 +87,8 @@ class FakeInfobip:
         url: str = self.messages[message_id]["webhooks"]["delivery"]["url"]
         return url
 
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[str]:
-        app = Starlette(routes=[Route(SEND_PATH, self._send, methods=["POST"])])
-        async with serve(app) as base_url:
-            self.base_url = base_url
-            try:
-                yield base_url
-            finally:
-                self.script.release.set()
+    def routes(self) -> list[Route]:
+        return [Route(SEND_PATH, self._send, methods=["POST"])]
 
     def report(self, message_id: str, name: str, *, error: str | None = None) -> dict[str, Any]:
         sent, now = (
@@ -154,11 +130,9 @@ class FakeInfobip:
         """POST a report to the delivery URL (keeping its secret only when "signed")."""
         body = json.dumps({"results": [self.report(message_id, name, error=error_code)]})
         url = impostor_url(self.callback_url(message_id), signing)
-        async with httpx.AsyncClient(timeout=5, verify=verify) as client:
-            answer = await client.post(
-                url, content=body, headers={"content-type": "application/json"}
-            )
-        return answer.status_code
+        return await post_callback(
+            url, verify=verify, content=body, headers={"content-type": "application/json"}
+        )
 
     async def _send(self, request: Request) -> Response:
         if request.headers.get("authorization") != f"App {self.api_key}":

@@ -30,32 +30,29 @@ import re
 import secrets
 import ssl
 import uuid
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-import httpx
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tests.carriers.fake_server import (
+    FakeAccount,
     Hang,
     Reply,
-    Script,
+    Signing,
     basic_credentials,
     billed_segments,
     media_type,
-    serve,
+    post_callback,
 )
 
 MESSAGE_PATH = "/v1/Account/{auth_id}/Message/"
 INVALID_DST = "15005550001"
-Signing = Literal["signed", "forged", "stale", "unsigned"]
 _FIELDS = frozenset(
     {
         "src",
@@ -97,25 +94,11 @@ def sign_v2(token: str, url: str, nonce: str) -> str:
 
 
 @dataclass
-class FakePlivo:
+class FakePlivo(FakeAccount[dict[str, Any], dict[str, Any]]):
     """One Plivo account: its Auth ID and the Auth Token that also signs its callbacks."""
 
     auth_id: str
     auth_token: str
-    base_url: str = ""
-    received: list[dict[str, Any]] = field(default_factory=list)
-    violations: list[str] = field(default_factory=list)
-    messages: dict[str, dict[str, Any]] = field(default_factory=dict)
-    script: Script = field(default_factory=Script)
-
-    def then(self, *steps: Reply | Hang) -> None:
-        self.script.then(*steps)
-
-    def reset(self) -> None:
-        self.script.reset()
-        for log in (self.received, self.violations):
-            log.clear()
-        self.messages.clear()
 
     def id_for(self, to: str) -> str:
         [found] = [key for key, sent in self.messages.items() if sent["dst"] == to.lstrip("+")]
@@ -125,15 +108,8 @@ class FakePlivo:
         url: str = self.messages[message_id]["url"]
         return url
 
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[str]:
-        app = Starlette(routes=[Route(MESSAGE_PATH, self._send, methods=["POST"])])
-        async with serve(app) as base_url:
-            self.base_url = base_url
-            try:
-                yield base_url
-            finally:
-                self.script.release.set()
+    def routes(self) -> list[Route]:
+        return [Route(MESSAGE_PATH, self._send, methods=["POST"])]
 
     def callback(
         self,
@@ -198,9 +174,7 @@ class FakePlivo:
         headers = {}
         if signing != "unsigned":
             headers = self.headers(url, form, token="someone-else" if signing == "forged" else None)
-        async with httpx.AsyncClient(timeout=5, verify=verify) as client:
-            answer = await client.post(url, data=form, headers=headers)
-        return answer.status_code
+        return await post_callback(url, verify=verify, data=form, headers=headers)
 
     async def _send(self, request: Request) -> Response:
         if basic_credentials(request) != (self.auth_id, self.auth_token):

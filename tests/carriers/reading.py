@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from relay.carriers.base import DeliveryReport
+from relay.carriers.base import Carrier, DeliveryReport
 
 
 async def settle(
@@ -50,3 +50,10 @@ class Reports:
 
     async def __call__(self, report: DeliveryReport) -> None:
         self.reports.append(report)
+
+
+async def reports_of(carrier: Carrier) -> Reports:
+    """A new sink, started as the one `carrier` passes its reports to."""
+    sink = Reports()
+    await carrier.start(sink)
+    return sink

@@ -29,33 +29,30 @@ import json
 import secrets
 import ssl
 import time
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tests.carriers.fake_server import (
+    FakeAccount,
     Hang,
     Reply,
-    Script,
+    Signing,
     bearer_token,
     billed_segments,
     impostor_url,
     media_type,
-    serve,
+    post_callback,
 )
 
 BATCHES_PATH = "/xms/v1/{service_plan_id}/batches"
 INVALID_TO = "+15005550001"
-Signing = Literal["signed", "forged", "stale", "unsigned"]
 _FIELDS = frozenset(
     {
         "to",
@@ -88,26 +85,12 @@ def sign(secret: str, body: bytes, nonce: str, timestamp: str) -> str:
 
 
 @dataclass
-class FakeSinch:
+class FakeSinch(FakeAccount[dict[str, Any], dict[str, Any]]):
     """One service plan; with `signature_secret`, its callbacks are HMAC-signed."""
 
     service_plan_id: str
     api_token: str
     signature_secret: str | None = None
-    base_url: str = ""
-    received: list[dict[str, Any]] = field(default_factory=list)
-    violations: list[str] = field(default_factory=list)
-    messages: dict[str, dict[str, Any]] = field(default_factory=dict)
-    script: Script = field(default_factory=Script)
-
-    def then(self, *steps: Reply | Hang) -> None:
-        self.script.then(*steps)
-
-    def reset(self) -> None:
-        self.script.reset()
-        for log in (self.received, self.violations):
-            log.clear()
-        self.messages.clear()
 
     def id_for(self, to: str) -> str:
         [found] = [key for key, sent in self.messages.items() if sent["to"] == [to]]
@@ -117,15 +100,8 @@ class FakeSinch:
         url: str = self.messages[message_id]["callback_url"]
         return url
 
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[str]:
-        app = Starlette(routes=[Route(BATCHES_PATH, self._send, methods=["POST"])])
-        async with serve(app) as base_url:
-            self.base_url = base_url
-            try:
-                yield base_url
-            finally:
-                self.script.release.set()
+    def routes(self) -> list[Route]:
+        return [Route(BATCHES_PATH, self._send, methods=["POST"])]
 
     def report(self, batch_id: str, status: str, *, code: int = 0) -> bytes:
         sent = self.messages[batch_id]
@@ -178,9 +154,7 @@ class FakeSinch:
             headers = self.signed(body, at=time.time() - 600)
         elif signing == "forged":
             headers = self.signed(body, secret="not-" + self.signature_secret)
-        async with httpx.AsyncClient(timeout=5, verify=verify) as client:
-            answer = await client.post(url, content=body, headers=headers)
-        return answer.status_code
+        return await post_callback(url, verify=verify, content=body, headers=headers)
 
     async def _send(self, request: Request) -> Response:
         if bearer_token(request) != self.api_token:

@@ -99,6 +99,19 @@ class SmppPeer:
         peer.port = int(listening["port"])
         return peer
 
+    def carrier_table(self, **settings: Any) -> dict[str, Any]:
+        """A `[carriers.NAME]` table binding Relay to this peer, with `settings` added."""
+        return {
+            "kind": "smpp",
+            "host": "127.0.0.1",
+            "port": self.port,
+            "system_id": "relay",
+            "password": "secret",
+            "response_timeout": 5.0,  # no test waits it out; generous for loaded CI
+            "reconnect_backoff": [0.05, 0.2],
+            **settings,
+        }
+
     def seen(self, event: str, **match: Any) -> list[Event]:
         return [item for item in self.events if _matches(item, event, match)]
 

@@ -28,30 +28,28 @@ import re
 import ssl
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tests.carriers.fake_server import (
+    FakeAccount,
     Hang,
     Reply,
-    Script,
+    Signing,
     bearer_token,
     billed_segments,
     is_unicode,
     media_type,
-    serve,
+    post_callback,
 )
 
 MESSAGES_PATH = "/v2/messages"
@@ -92,34 +90,19 @@ class CreatedAs:
 
 Step = Reply | Hang | CreatedAs
 # How a callback is signed: properly, by someone else, too long ago, or not at all.
-Signing = Literal["signed", "forged", "stale", "unsigned"]
 
 
 @dataclass
-class FakeTelnyx:
+class FakeTelnyx(FakeAccount[dict[str, Any], dict[str, Any]]):
     """One Telnyx account: its API key and the Ed25519 key it signs webhooks with."""
 
     api_key: str
     signing_key: Ed25519PrivateKey = field(default_factory=Ed25519PrivateKey.generate)
-    base_url: str = ""
-    received: list[dict[str, Any]] = field(default_factory=list)
-    violations: list[str] = field(default_factory=list)
-    messages: dict[str, dict[str, Any]] = field(default_factory=dict)
-    script: Script = field(default_factory=Script)
 
     @property
     def public_key(self) -> str:
         raw = self.signing_key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
         return base64.b64encode(raw).decode()
-
-    def then(self, *steps: Step) -> None:
-        self.script.then(*steps)
-
-    def reset(self) -> None:
-        self.script.reset()
-        for log in (self.received, self.violations):
-            log.clear()
-        self.messages.clear()
 
     def callback_url(self, message_id: str) -> str:
         url: str = self.messages[message_id]["webhook_url"]
@@ -129,15 +112,8 @@ class FakeTelnyx:
         [found] = [key for key, sent in self.messages.items() if sent["to"] == to]
         return found
 
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[str]:
-        app = Starlette(routes=[Route(MESSAGES_PATH, self._create, methods=["POST"])])
-        async with serve(app) as base_url:
-            self.base_url = base_url
-            try:
-                yield base_url
-            finally:
-                self.script.release.set()
+    def routes(self) -> list[Route]:
+        return [Route(MESSAGES_PATH, self._create, methods=["POST"])]
 
     def webhook(self, message_id: str, status: str, *, error_code: str | None = None) -> bytes:
         """The body of the webhook Telnyx posts when `message_id` reaches `status`."""
@@ -183,10 +159,8 @@ class FakeTelnyx:
             headers = self.signed(body, at=time.time() - 600)
         elif signing == "forged":
             headers = FakeTelnyx(api_key=self.api_key).signed(body)
-        async with httpx.AsyncClient(timeout=5, verify=verify) as client:
-            url = self.messages[message_id]["webhook_url"]
-            answer = await client.post(url, content=body, headers=headers)
-        return answer.status_code
+        url = self.messages[message_id]["webhook_url"]
+        return await post_callback(url, verify=verify, content=body, headers=headers)
 
     async def _create(self, request: Request) -> Response:
         if bearer_token(request) != self.api_key:

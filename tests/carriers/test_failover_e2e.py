@@ -18,10 +18,10 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from relay.accounts.models import NewAccount
+from tests.carriers.live_client import live_client
 from tests.carriers.reading import attempts, event_types, settle
 from tests.carriers.smpp_peer import SmppPeer
-from tests.harness import RunningServer, ServerThread, create_account, test_settings
+from tests.harness import RunningServer, ServerThread, test_settings
 from tests.webhooks.receiver import isolated_database
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -59,19 +59,8 @@ async def smscs(peer_dir: Path) -> AsyncIterator[Smscs]:
             await peer.stop()
 
 
-def smpp(port: int, **extra: Any) -> dict[str, Any]:
-    return {
-        "kind": "smpp",
-        "host": "127.0.0.1",
-        "port": port,
-        "system_id": "relay",
-        "password": "secret",
-        "response_timeout": 5.0,  # no test here waits it out; generous for loaded CI
-        "reconnect_backoff": [0.05, 0.2],
-        "throttle_retry_after": 0.3,
-        "receipt_timeout": RECEIPT_TIMEOUT,
-        **extra,
-    }
+def smpp(peer: SmppPeer) -> dict[str, Any]:
+    return peer.carrier_table(throttle_retry_after=0.3, receipt_timeout=RECEIPT_TIMEOUT)
 
 
 @pytest.fixture(scope="module")
@@ -83,9 +72,9 @@ def server(
         tmp_path_factory.mktemp("data"),
         url,
         carriers={
-            "first": smpp(smscs.first.port),
-            "second": smpp(smscs.second.port),
-            "locked": smpp(smscs.locked.port),
+            "first": smpp(smscs.first),
+            "second": smpp(smscs.second),
+            "locked": smpp(smscs.locked),
         },
         routes={"default": ["first", "second"], "GB": ["locked", "second"]},
     )
@@ -96,13 +85,7 @@ def server(
 @pytest_asyncio.fixture(loop_scope="module")
 async def live(server: RunningServer, smscs: Smscs) -> AsyncIterator[httpx.AsyncClient]:
     await smscs.reset()
-    account: NewAccount = await asyncio.to_thread(create_account, server.settings)
-    async with httpx.AsyncClient(
-        base_url=server.base_url,
-        verify=server.tls_context(),
-        headers={"Authorization": f"Bearer {account.live_key}"},
-        timeout=10,
-    ) as client:
+    async with live_client(server) as client:
         yield client
 
 

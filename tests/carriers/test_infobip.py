@@ -24,7 +24,7 @@ from relay.carriers.infobip import InfobipSettings
 from relay.carriers.providers import http_carrier
 from tests.carriers.fake_server import Hang, Reply, billed_segments
 from tests.carriers.infobip_fake import REJECTED_TO, FakeInfobip, infobip_error
-from tests.carriers.reading import Reports
+from tests.carriers.reading import reports_of
 
 API_KEY, URL_SECRET = "infobip-api-key", "infobip-url-secret"
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -59,9 +59,7 @@ async def infobip_server() -> AsyncIterator[FakeInfobip]:
 @pytest_asyncio.fixture(loop_scope="module")
 async def infobip(infobip_server: FakeInfobip) -> AsyncIterator[FakeInfobip]:
     yield infobip_server
-    violations = list(infobip_server.violations)
-    infobip_server.reset()
-    assert violations == [], "the carrier broke Infobip's documented request"
+    assert infobip_server.end_test() == [], "the carrier broke Infobip's documented request"
 
 
 @pytest_asyncio.fixture(loop_scope="module")
@@ -150,8 +148,7 @@ def reports(*results: dict[str, Any], secret: str | None = URL_SECRET) -> Status
 async def test_one_request_reports_several_messages_and_only_final_ones_count(
     infobip: FakeInfobip, carrier: HttpCarrier
 ) -> None:
-    sink = Reports()
-    await carrier.start(sink)
+    sink = await reports_of(carrier)
     ids = [(await carrier.submit(SMS)).carrier_message_id for _ in range(5)]
     names = ["DELIVERED_TO_HANDSET", "UNDELIVERABLE_NOT_DELIVERED", "EXPIRED_EXPIRED"]
     names += ["DELIVERED_TO_OPERATOR", "PENDING_ACCEPTED"]
@@ -169,8 +166,7 @@ async def test_one_request_reports_several_messages_and_only_final_ones_count(
 async def test_a_report_without_the_carriers_secret_is_refused(
     infobip: FakeInfobip, carrier: HttpCarrier
 ) -> None:
-    sink = Reports()
-    await carrier.start(sink)
+    sink = await reports_of(carrier)
     message_id = (await carrier.submit(SMS)).carrier_message_id
     delivered = infobip.report(message_id, "DELIVERED_TO_HANDSET")
     for secret in (None, "", "infobip-url-secreT", URL_SECRET + "x"):

@@ -9,7 +9,6 @@ submit; once its last hour shows it below the minimum rate, sends go to
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -20,11 +19,11 @@ import pytest
 import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
-from relay.accounts.models import NewAccount
 from relay.clock import OffsetClock
+from tests.carriers.live_client import live_client
 from tests.carriers.reading import attempts, settle
 from tests.carriers.smpp_peer import SmppPeer
-from tests.harness import RunningServer, ServerThread, create_account, test_settings
+from tests.harness import RunningServer, ServerThread, test_settings
 from tests.metrics.scenario import value
 from tests.webhooks.receiver import isolated_database
 
@@ -40,17 +39,8 @@ def number() -> str:
     return f"+1415557{next(_numbers) % 10000:04d}"
 
 
-def smpp(port: int) -> dict[str, Any]:
-    return {
-        "kind": "smpp",
-        "host": "127.0.0.1",
-        "port": port,
-        "system_id": "relay",
-        "password": "secret",
-        "response_timeout": 5.0,
-        "reconnect_backoff": [0.05, 0.2],
-        "receipt_timeout": 5.0,
-    }
+def smpp(peer: SmppPeer) -> dict[str, Any]:
+    return peer.carrier_table(receipt_timeout=5.0)
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
@@ -75,7 +65,7 @@ def server(
     settings = test_settings(
         tmp_path_factory.mktemp("data"),
         url,
-        carriers={"first": smpp(first.port), "second": smpp(second.port)},
+        carriers={"first": smpp(first), "second": smpp(second)},
         routes={
             "default": {
                 "carriers": ["first", "second"],
@@ -91,13 +81,7 @@ def server(
 
 @pytest_asyncio.fixture(loop_scope="module")
 async def live(server: RunningServer) -> AsyncIterator[httpx.AsyncClient]:
-    account: NewAccount = await asyncio.to_thread(create_account, server.settings)
-    async with httpx.AsyncClient(
-        base_url=server.base_url,
-        verify=server.tls_context(),
-        headers={"Authorization": f"Bearer {account.live_key}"},
-        timeout=10,
-    ) as client:
+    async with live_client(server) as client:
         yield client
 
 

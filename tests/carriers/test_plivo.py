@@ -24,7 +24,7 @@ from relay.carriers.plivo import PlivoSettings
 from relay.carriers.providers import http_carrier
 from tests.carriers.fake_server import Hang, Reply, billed_segments
 from tests.carriers.plivo_fake import INVALID_DST, FakePlivo, plivo_error
-from tests.carriers.reading import Reports
+from tests.carriers.reading import reports_of
 
 AUTH_ID, AUTH_TOKEN = "MAXXXXXXXXXXXXXXXXXX", "plivo-auth-token"
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -59,9 +59,7 @@ async def plivo_server() -> AsyncIterator[FakePlivo]:
 @pytest_asyncio.fixture(loop_scope="module")
 async def plivo(plivo_server: FakePlivo) -> AsyncIterator[FakePlivo]:
     yield plivo_server
-    violations = list(plivo_server.violations)
-    plivo_server.reset()
-    assert violations == [], "the carrier broke Plivo's documented request"
+    assert plivo_server.end_test() == [], "the carrier broke Plivo's documented request"
 
 
 @pytest_asyncio.fixture(loop_scope="module")
@@ -159,8 +157,7 @@ async def signed_callback(
 async def test_only_final_statuses_of_a_signed_callback_become_reports(
     plivo: FakePlivo, carrier: HttpCarrier, status: str, report: tuple[str, str | None] | None
 ) -> None:
-    sink = Reports()
-    await carrier.start(sink)
+    sink = await reports_of(carrier)
     message_id, callback = await signed_callback(plivo, carrier, status)
     await carrier.receive_status(callback)
     expected = [] if report is None else [DeliveryReport("plivo-main", message_id, *report, NOW)]  # type: ignore[arg-type]
@@ -170,8 +167,7 @@ async def test_only_final_statuses_of_a_signed_callback_become_reports(
 async def test_a_forged_altered_unsigned_or_stale_callback_is_refused(
     plivo: FakePlivo, carrier: HttpCarrier
 ) -> None:
-    sink = Reports()
-    await carrier.start(sink)
+    sink = await reports_of(carrier)
     _, callback = await signed_callback(plivo, carrier, "undelivered")
     form = callback.form()
     forged = plivo.headers(CALLBACK_URL, form, token="guess")
@@ -192,8 +188,7 @@ async def test_a_forged_altered_unsigned_or_stale_callback_is_refused(
 async def test_one_matching_signature_among_several_is_enough(
     plivo: FakePlivo, carrier: HttpCarrier
 ) -> None:
-    sink = Reports()
-    await carrier.start(sink)
+    sink = await reports_of(carrier)
     _, callback = await signed_callback(plivo, carrier, "delivered")
     header = "bm90LWl0," + callback.headers["x-plivo-signature-v3"]
     await carrier.receive_status(

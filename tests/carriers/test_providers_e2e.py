@@ -9,7 +9,6 @@ from one to the next with the same code.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import re
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -20,10 +19,11 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from tests.carriers.live_client import live_client
 from tests.carriers.provider_cases import FAKES, Case, running_cases, running_twilio
 from tests.carriers.reading import attempts, event_types, settle
 from tests.carriers.twilio_fake import FakeTwilio
-from tests.harness import RunningServer, ServerThread, create_account, free_port, test_settings
+from tests.harness import RunningServer, ServerThread, free_port, test_settings
 from tests.webhooks.receiver import isolated_database
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -69,13 +69,7 @@ def server(
 
 @pytest_asyncio.fixture(loop_scope="module")
 async def live(server: RunningServer) -> AsyncIterator[httpx.AsyncClient]:
-    account = await asyncio.to_thread(create_account, server.settings)
-    async with httpx.AsyncClient(
-        base_url=server.base_url,
-        verify=server.tls_context(),
-        headers={"Authorization": f"Bearer {account.live_key}"},
-        timeout=10,
-    ) as client:
+    async with live_client(server) as client:
         yield client
 
 
@@ -83,9 +77,7 @@ async def live(server: RunningServer) -> AsyncIterator[httpx.AsyncClient]:
 def case(request: pytest.FixtureRequest, providers: Providers) -> Iterator[Case]:
     chosen = providers.cases[request.param]
     yield chosen
-    violations = list(chosen.fake.violations)
-    chosen.fake.reset()
-    assert violations == [], "the carrier broke the provider's documented request"
+    assert chosen.fake.end_test() == [], "the carrier broke the provider's documented request"
 
 
 async def create(live: httpx.AsyncClient, case: Case) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from relay.carriers.http_carrier import HttpCarrier
 from relay.carriers.providers import http_carrier
 from relay.carriers.sinch import SinchSettings
 from tests.carriers.fake_server import Hang, Reply, billed_segments
-from tests.carriers.reading import Reports
+from tests.carriers.reading import reports_of
 from tests.carriers.sinch_fake import INVALID_TO, FakeSinch, sinch_error
 
 PLAN, TOKEN, SIGNING = "a1b2c3d4e5", "sinch-api-token", "sinch-callback-secret"
@@ -59,9 +59,7 @@ async def sinch_server() -> AsyncIterator[FakeSinch]:
 @pytest_asyncio.fixture(loop_scope="module")
 async def sinch(sinch_server: FakeSinch) -> AsyncIterator[FakeSinch]:
     yield sinch_server
-    violations = list(sinch_server.violations)
-    sinch_server.reset()
-    assert violations == [], "the carrier broke Sinch's documented request"
+    assert sinch_server.end_test() == [], "the carrier broke Sinch's documented request"
 
 
 @pytest_asyncio.fixture(loop_scope="module")
@@ -155,8 +153,7 @@ async def signed_report(
 async def test_only_final_statuses_of_a_signed_report_become_reports(
     sinch: FakeSinch, carrier: HttpCarrier, status: str, report: tuple[str, str | None] | None
 ) -> None:
-    sink = Reports()
-    await carrier.start(sink)
+    sink = await reports_of(carrier)
     batch_id, callback = await signed_report(sinch, carrier, status)
     await carrier.receive_status(callback)
     expected = [] if report is None else [DeliveryReport("sinch-main", batch_id, *report, NOW)]  # type: ignore[arg-type]
@@ -166,8 +163,7 @@ async def test_only_final_statuses_of_a_signed_report_become_reports(
 async def test_a_forged_altered_stale_or_unsigned_report_is_refused(
     sinch: FakeSinch, carrier: HttpCarrier
 ) -> None:
-    sink = Reports()
-    await carrier.start(sink)
+    sink = await reports_of(carrier)
     _, callback = await signed_report(sinch, carrier, "Failed")
     refused = [
         (await signed_report(sinch, carrier, "Delivered", secret="guess"))[1],
@@ -185,8 +181,7 @@ async def test_without_signing_the_callback_url_carries_the_carriers_secret(
     sinch: FakeSinch,
 ) -> None:
     built = http_carrier(settings(sinch, signature_secret=None, callback_secret="url-secret"))
-    sink = Reports()
-    await built.start(sink)
+    sink = await reports_of(built)
     batch_id = (await built.submit(SMS)).carrier_message_id
     assert sinch.callback_url(batch_id) == f"{CALLBACK_URL}?{SECRET_PARAM}=url-secret"
     body = sinch.report(batch_id, "Delivered")

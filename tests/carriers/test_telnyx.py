@@ -22,7 +22,7 @@ from relay.carriers.http_carrier import HttpCarrier
 from relay.carriers.providers import http_carrier
 from relay.carriers.telnyx import TelnyxSettings
 from tests.carriers.fake_server import Reply
-from tests.carriers.reading import Reports
+from tests.carriers.reading import reports_of
 from tests.carriers.telnyx_fake import INVALID_TO, VALID_FROM, CreatedAs, FakeTelnyx, telnyx_error
 
 API_KEY = "KEY0123456789ABCDEF_test"
@@ -58,9 +58,7 @@ async def telnyx_server() -> AsyncIterator[FakeTelnyx]:
 @pytest_asyncio.fixture(loop_scope="module")
 async def telnyx(telnyx_server: FakeTelnyx) -> AsyncIterator[FakeTelnyx]:
     yield telnyx_server
-    violations = list(telnyx_server.violations)
-    telnyx_server.reset()
-    assert violations == [], "the carrier broke Telnyx's documented request"
+    assert telnyx_server.end_test() == [], "the carrier broke Telnyx's documented request"
 
 
 @pytest_asyncio.fixture(loop_scope="module")
@@ -184,8 +182,7 @@ async def test_only_final_statuses_of_a_signed_webhook_become_reports(
     status: str,
     report: tuple[str, str | None] | None,
 ) -> None:
-    sink = Reports()
-    await carrier.start(sink)
+    sink = await reports_of(carrier)
     message_id, callback = await callback_for(telnyx, carrier, status)
     await carrier.receive_status(callback)
     expected = [] if report is None else [DeliveryReport("telnyx-main", message_id, *report, NOW)]  # type: ignore[arg-type]
@@ -195,8 +192,7 @@ async def test_only_final_statuses_of_a_signed_webhook_become_reports(
 async def test_a_webhook_signed_with_another_key_is_refused(
     telnyx: FakeTelnyx, carrier: HttpCarrier
 ) -> None:
-    sink = Reports()
-    await carrier.start(sink)
+    sink = await reports_of(carrier)
     _, callback = await callback_for(telnyx, carrier, "delivered")
     impostor = FakeTelnyx(api_key=API_KEY, signing_key=Ed25519PrivateKey.generate())
     forged = replace(callback, headers=impostor.signed(callback.body, at=NOW.timestamp()))
@@ -209,8 +205,7 @@ async def test_a_webhook_signed_with_another_key_is_refused(
 async def test_a_webhook_signed_more_than_five_minutes_away_is_refused(
     telnyx: FakeTelnyx, carrier: HttpCarrier, skew: float
 ) -> None:
-    sink = Reports()
-    await carrier.start(sink)
+    sink = await reports_of(carrier)
     _, callback = await callback_for(telnyx, carrier, "delivered", at=NOW.timestamp() + skew)
     with pytest.raises(CallbackSignatureError):
         await carrier.receive_status(callback)

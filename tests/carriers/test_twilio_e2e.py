@@ -6,7 +6,6 @@ callbacks to Relay's real callback route over HTTPS.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -15,9 +14,10 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from tests.carriers.live_client import live_client
 from tests.carriers.reading import attempts, event_types, settle
 from tests.carriers.twilio_fake import VALID_FROM, FakeTwilio
-from tests.harness import RunningServer, ServerThread, create_account, free_port, test_settings
+from tests.harness import RunningServer, ServerThread, free_port, test_settings
 from tests.webhooks.receiver import isolated_database
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -68,13 +68,7 @@ def server(
 
 @pytest_asyncio.fixture(loop_scope="module")
 async def live(server: RunningServer) -> AsyncIterator[httpx.AsyncClient]:
-    account = await asyncio.to_thread(create_account, server.settings)
-    async with httpx.AsyncClient(
-        base_url=server.base_url,
-        verify=server.tls_context(),
-        headers={"Authorization": f"Bearer {account.live_key}"},
-        timeout=10,
-    ) as client:
+    async with live_client(server) as client:
         yield client
 
 

@@ -24,7 +24,7 @@ from relay.carriers.http_carrier import HttpCarrier
 from relay.carriers.providers import http_carrier
 from relay.carriers.vonage import VonageSettings
 from tests.carriers.fake_server import Hang, Reply
-from tests.carriers.reading import Reports
+from tests.carriers.reading import reports_of
 from tests.carriers.vonage_fake import INVALID_TO, FakeVonage, error_answer, sign
 
 API_KEY, API_SECRET = "abcd1234", "s3cr3t-vonage"
@@ -62,9 +62,7 @@ async def vonage_server() -> AsyncIterator[FakeVonage]:
 @pytest_asyncio.fixture(loop_scope="module")
 async def vonage(vonage_server: FakeVonage) -> AsyncIterator[FakeVonage]:
     yield vonage_server
-    violations = list(vonage_server.violations)
-    vonage_server.reset()
-    assert violations == [], "the carrier broke Vonage's published contract"
+    assert vonage_server.end_test() == [], "the carrier broke Vonage's published contract"
 
 
 @pytest_asyncio.fixture(loop_scope="module")
@@ -198,8 +196,7 @@ async def receipt_for(
 async def test_only_final_statuses_of_a_signed_receipt_become_reports(
     vonage: FakeVonage, carrier: HttpCarrier, status: str, report: tuple[str, str | None] | None
 ) -> None:
-    sink = Reports()
-    await carrier.start(sink)
+    sink = await reports_of(carrier)
     message_id, params = await receipt_for(vonage, carrier, status)
     await carrier.receive_status(as_json(params))
     expected = [] if report is None else [DeliveryReport("vonage-main", message_id, *report, NOW)]  # type: ignore[arg-type]
@@ -209,8 +206,7 @@ async def test_only_final_statuses_of_a_signed_receipt_become_reports(
 async def test_a_receipt_posted_as_a_form_is_read_the_same(
     vonage: FakeVonage, carrier: HttpCarrier
 ) -> None:
-    sink = Reports()
-    await carrier.start(sink)
+    sink = await reports_of(carrier)
     message_id, params = await receipt_for(vonage, carrier, "delivered")
     form = StatusCallback(CALLBACK_URL, urlencode(params).encode(), {})
     await carrier.receive_status(form)
@@ -222,8 +218,7 @@ async def test_receipts_signed_with_the_hmac_the_dashboard_chose_are_believed(
     vonage: FakeVonage, method: str
 ) -> None:
     built = http_carrier(settings(vonage, signature_method=method), clock=lambda: NOW)
-    sink = Reports()
-    await built.start(sink)
+    sink = await reports_of(built)
     message_id = (await built.submit(SMS)).carrier_message_id
     params = {**vonage.receipt(message_id, "delivered"), "timestamp": str(int(NOW.timestamp()))}
     params["sig"] = sign(params, SIGNATURE_SECRET, method)
@@ -235,8 +230,7 @@ async def test_receipts_signed_with_the_hmac_the_dashboard_chose_are_believed(
 async def test_a_forged_altered_stale_or_unsigned_receipt_is_refused(
     vonage: FakeVonage, carrier: HttpCarrier
 ) -> None:
-    sink = Reports()
-    await carrier.start(sink)
+    sink = await reports_of(carrier)
     message_id = (await carrier.submit(SMS)).carrier_message_id
     forged = vonage.signed(vonage.receipt(message_id, "delivered"), secret="guess")
     altered = {**(await receipt_for(vonage, carrier, "failed"))[1], "status": "delivered"}
@@ -253,8 +247,7 @@ async def test_without_signing_the_callback_url_carries_the_carriers_secret(
 ) -> None:
     unsigned = settings(vonage, signature_secret=None, callback_secret="url-secret")
     built = http_carrier(unsigned, clock=lambda: NOW)
-    sink = Reports()
-    await built.start(sink)
+    sink = await reports_of(built)
     message_id = (await built.submit(SMS)).carrier_message_id
     assert vonage.callback_url(message_id) == f"{CALLBACK_URL}?{SECRET_PARAM}=url-secret"
     body = json.dumps(vonage.receipt(message_id, "delivered")).encode()

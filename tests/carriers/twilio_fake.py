@@ -23,23 +23,20 @@ import json
 import re
 import secrets
 import ssl
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import format_datetime, parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-import httpx
 import jsonschema
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.carriers.fake_server import Hang, Reply, Script, basic_credentials, serve
+from tests.carriers.fake_server import FakeAccount, Hang, Reply, basic_credentials, post_callback
 
 SPEC_PATH = Path(__file__).resolve().parent / "vendor" / "twilio" / "twilio_api_v2010.json"
 MESSAGES_PATH = "/2010-04-01/Accounts/{AccountSid}/Messages.json"
@@ -202,40 +199,18 @@ class Message:
 
 
 @dataclass
-class FakeTwilio:
+class FakeTwilio(FakeAccount[Mapping[str, str], Message]):
     """One Twilio account that speaks the Messages resource."""
 
     account_sid: str
     auth_token: str
-    base_url: str = ""
-    received: list[Mapping[str, str]] = field(default_factory=list)
-    violations: list[str] = field(default_factory=list)
-    messages: dict[str, Message] = field(default_factory=dict)
-    script: Script = field(default_factory=Script)
 
     @property
     def messages_url(self) -> str:
         return self.base_url + MESSAGES_PATH.format(AccountSid=self.account_sid)
 
-    def reset(self) -> None:
-        """Forget every request and message, and let any hung request finish."""
-        self.script.reset()
-        for log in (self.received, self.violations):
-            log.clear()
-        self.messages.clear()
-
-    def then(self, *steps: Step) -> None:
-        self.script.then(*steps)
-
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[str]:
-        app = Starlette(routes=[Route(MESSAGES_PATH, self._create, methods=["POST"])])
-        async with serve(app) as base_url:
-            self.base_url = base_url
-            try:
-                yield base_url
-            finally:
-                self.script.release.set()
+    def routes(self) -> list[Route]:
+        return [Route(MESSAGES_PATH, self._create, methods=["POST"])]
 
     async def send_status(
         self,
@@ -251,9 +226,9 @@ class FakeTwilio:
         url = message.form["StatusCallback"]
         form = self._callback_form(message, status, error_code)
         signature = sign(token or self.auth_token, url, form)
-        async with httpx.AsyncClient(timeout=5, verify=verify) as client:
-            answer = await client.post(url, data=form, headers={"X-Twilio-Signature": signature})
-        return answer.status_code
+        return await post_callback(
+            url, verify=verify, data=form, headers={"X-Twilio-Signature": signature}
+        )
 
     def _callback_form(
         self, message: Message, status: str, error_code: int | None

@@ -26,36 +26,33 @@ import secrets
 import ssl
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import parse_qsl
 
-import httpx
 import jsonschema
 import yaml
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tests.carriers.fake_server import (
+    FakeAccount,
     Hang,
     Reply,
-    Script,
+    Signing,
     billed_segments,
     impostor_url,
     is_unicode,
     media_type,
-    serve,
+    post_callback,
 )
 
 SPEC_PATH = Path(__file__).resolve().parent / "vendor" / "vonage" / "sms.yml"
 SEND_PATH = "/sms/json"
 INVALID_TO = "447700900001"
-Signing = Literal["signed", "forged", "stale", "unsigned"]
 
 
 @dataclass(frozen=True)
@@ -135,27 +132,13 @@ def error_answer(status: str, text: str) -> dict[str, Any]:
 
 
 @dataclass
-class FakeVonage:
+class FakeVonage(FakeAccount[dict[str, str], dict[str, str]]):
     """One Vonage account; with `signature_secret`, its receipts are signed."""
 
     api_key: str
     api_secret: str
     signature_secret: str | None = None
     signature_method: str = "md5hash"
-    base_url: str = ""
-    received: list[dict[str, str]] = field(default_factory=list)
-    violations: list[str] = field(default_factory=list)
-    messages: dict[str, dict[str, str]] = field(default_factory=dict)
-    script: Script = field(default_factory=Script)
-
-    def then(self, *steps: Reply | Hang) -> None:
-        self.script.then(*steps)
-
-    def reset(self) -> None:
-        self.script.reset()
-        for log in (self.received, self.violations):
-            log.clear()
-        self.messages.clear()
 
     def id_for(self, to: str) -> str:
         """The first part's id of the SMS sent to `to` (+E.164 or digits)."""
@@ -169,15 +152,8 @@ class FakeVonage:
     def callback_url(self, message_id: str) -> str:
         return self.messages[message_id]["callback"]
 
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[str]:
-        app = Starlette(routes=[Route("/sms/{format}", self._send, methods=["POST"])])
-        async with serve(app) as base_url:
-            self.base_url = base_url
-            try:
-                yield base_url
-            finally:
-                self.script.release.set()
+    def routes(self) -> list[Route]:
+        return [Route("/sms/{format}", self._send, methods=["POST"])]
 
     def receipt(self, message_id: str, status: str, *, error_code: str = "0") -> dict[str, str]:
         sent = self.messages[message_id]
@@ -232,11 +208,12 @@ class FakeVonage:
         self.violations.extend(
             f"fake receipt off-schema: {e.message}" for e in contract().receipt.iter_errors(params)
         )
-        async with httpx.AsyncClient(timeout=5, verify=verify) as client:
-            answer = await client.post(
-                url, content=json.dumps(params), headers={"content-type": "application/json"}
-            )
-        return answer.status_code
+        return await post_callback(
+            url,
+            verify=verify,
+            content=json.dumps(params),
+            headers={"content-type": "application/json"},
+        )
 
     async def _send(self, request: Request) -> Response:
         if request.path_params["format"] != "json":

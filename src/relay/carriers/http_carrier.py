@@ -15,7 +15,7 @@ import asyncio
 import logging
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal, Protocol
@@ -34,7 +34,7 @@ from relay.carriers.base import (
     ReportStatus,
     SubmitReceipt,
 )
-from relay.carriers.callbacks import StatusCallback
+from relay.carriers.callbacks import StatusCallback, callback_url
 from relay.sms.encoding import segment_count
 
 __all__ = [
@@ -43,10 +43,12 @@ __all__ = [
     "FinalStates",
     "HttpCarrier",
     "HttpSettings",
+    "OptionallySignedSettings",
     "Outcome",
     "Provider",
     "ProviderRequest",
     "Refused",
+    "SignedSettings",
     "StatusUpdate",
     "is_http_url",
     "retry_after",
@@ -350,6 +352,38 @@ class HttpSettings:
     def checks(self) -> dict[str, bool]:
         """The provider's own checks: message → passed."""
         return {}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SignedSettings(HttpSettings):
+    """Settings of a provider whose callbacks carry their signing time: Relay refuses
+    one signed more than `signature_tolerance` seconds away, so it cannot be replayed."""
+
+    signature_tolerance: float = 300.0
+
+    def checks(self) -> dict[str, bool]:
+        return {"signature_tolerance must be positive": self.signature_tolerance > 0}
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptionallySignedSettings(SignedSettings):
+    """Settings of a provider that signs callbacks only when the account is set up to.
+
+    With `signature_secret` Relay checks the provider's signature; otherwise the
+    callback URL the provider is given carries `callback_secret`.
+    """
+
+    signature_secret: str | None = field(default=None, repr=False)
+    callback_secret: str | None = field(default=None, repr=False)
+
+    @property
+    def provider_callback_url(self) -> str:
+        """The callback URL to give the provider, with `callback_secret` when unsigned."""
+        return callback_url(
+            self.status_callback_url,
+            signature_secret=self.signature_secret,
+            callback_secret=self.callback_secret,
+        )
 
 
 def _utc_now() -> datetime:

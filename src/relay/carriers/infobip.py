@@ -32,6 +32,7 @@ from relay.carriers.http_carrier import (
     Refused,
     StatusUpdate,
 )
+from relay.carriers.json_fields import nonempty_text
 
 __all__ = ["InfobipApi", "InfobipSettings"]
 
@@ -118,8 +119,8 @@ class InfobipApi:
 
 
 def _update(result: Mapping[str, Any]) -> StatusUpdate:
-    message_id = result.get("messageId")
-    if not isinstance(message_id, str) or not message_id:
+    message_id = nonempty_text(result.get("messageId"))
+    if message_id is None:
         raise CallbackPayloadError("delivery report without messageId")
     status = _object(result, "status")
     group = status.get("groupName")

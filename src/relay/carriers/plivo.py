@@ -37,11 +37,12 @@ from relay.carriers.http_carrier import (
     Accepted,
     Answer,
     FinalStates,
-    HttpSettings,
     ProviderRequest,
     Refused,
+    SignedSettings,
     StatusUpdate,
 )
+from relay.carriers.json_fields import nonempty_text
 
 __all__ = ["PlivoApi", "PlivoSettings", "plivo_signature_v3"]
 
@@ -55,7 +56,7 @@ _STATES = FinalStates(frozenset({"delivered"}), frozenset({"failed", "undelivere
 
 
 @dataclass(frozen=True, kw_only=True)
-class PlivoSettings(HttpSettings):
+class PlivoSettings(SignedSettings):
     """One Plivo account (or subaccount) bound as a Relay carrier."""
 
     auth_id: str
@@ -69,7 +70,7 @@ class PlivoSettings(HttpSettings):
             "auth_id must be letters and digits": self.auth_id.isalnum(),
             "auth_token must not be empty": bool(self.auth_token),
             "sender must not be empty": bool(self.sender),
-            "signature_tolerance must be positive": self.signature_tolerance > 0,
+            **super().checks(),
         }
 
 
@@ -96,11 +97,11 @@ class PlivoApi:
     def read_answer(self, answer: Answer) -> Accepted | Refused:
         if not answer.ok:
             error = answer.body.get("error")
-            text = error if isinstance(error, str) and error else answer.reason
+            text = nonempty_text(error) or answer.reason
             return Refused(f"plivo_http_{answer.status}", text)
         uuids = answer.body.get("message_uuid")
-        first = uuids[0] if isinstance(uuids, list) and uuids else None
-        if not isinstance(first, str) or not first:
+        first = nonempty_text(uuids[0] if isinstance(uuids, list) and uuids else None)
+        if first is None:
             return Refused(
                 "plivo_bad_response", "Plivo queued the SMS without a message_uuid", "unavailable"
             )

@@ -28,7 +28,6 @@ from relay.carriers.callbacks import (
     CallbackPayloadError,
     CallbackSignatureError,
     StatusCallback,
-    callback_url,
     check_fresh,
     check_url_secret,
     same_text,
@@ -37,11 +36,12 @@ from relay.carriers.http_carrier import (
     Accepted,
     Answer,
     FinalStates,
-    HttpSettings,
+    OptionallySignedSettings,
     ProviderRequest,
     Refused,
     StatusUpdate,
 )
+from relay.carriers.json_fields import nonempty_text, whole_number
 
 __all__ = ["SinchApi", "SinchSettings", "sinch_signature"]
 
@@ -54,7 +54,7 @@ _STATES = FinalStates(
 
 
 @dataclass(frozen=True, kw_only=True)
-class SinchSettings(HttpSettings):
+class SinchSettings(OptionallySignedSettings):
     """One Sinch service plan bound as a Relay carrier.
 
     `base_url` names the region (`https://eu.sms.api.sinch.com` for Europe).
@@ -65,9 +65,6 @@ class SinchSettings(HttpSettings):
     service_plan_id: str
     api_token: str = field(repr=False)
     sender: str
-    signature_secret: str | None = field(default=None, repr=False)
-    callback_secret: str | None = field(default=None, repr=False)
-    signature_tolerance: float = 300.0
     base_url: str = "https://us.sms.api.sinch.com"
 
     def checks(self) -> dict[str, bool]:
@@ -78,7 +75,7 @@ class SinchSettings(HttpSettings):
             "set signature_secret (HMAC-signed callbacks) or callback_secret": bool(
                 self.signature_secret or self.callback_secret
             ),
-            "signature_tolerance must be positive": self.signature_tolerance > 0,
+            **super().checks(),
         }
 
 
@@ -91,11 +88,7 @@ class SinchApi:
     def __init__(self, settings: SinchSettings) -> None:
         self._settings = settings
         self.headers: Mapping[str, str] = {"Authorization": f"Bearer {settings.api_token}"}
-        self._callback_url = callback_url(
-            settings.status_callback_url,
-            signature_secret=settings.signature_secret,
-            callback_secret=settings.callback_secret,
-        )
+        self._callback_url = settings.provider_callback_url
 
     def request(self, sms: OutboundSms) -> ProviderRequest:
         body = {
@@ -113,12 +106,12 @@ class SinchApi:
             known = isinstance(code, str) and code.replace("_", "").isalnum()
             refused = Refused(
                 f"sinch_{code}" if known else f"sinch_http_{answer.status}",
-                text if isinstance(text, str) and text else answer.reason,
+                nonempty_text(text) or answer.reason,
             )
             # Sinch's 403 says the plan may not do this at all, not that this SMS is wrong.
             return replace(refused, outcome="unavailable") if answer.status == 403 else refused
-        batch_id = answer.body.get("id")
-        if not isinstance(batch_id, str) or not batch_id:
+        batch_id = nonempty_text(answer.body.get("id"))
+        if batch_id is None:
             return Refused(
                 "sinch_bad_response", "Sinch created a batch without an id", "unavailable"
             )
@@ -143,8 +136,8 @@ class SinchApi:
         batch_id, status = report.get("batch_id"), report.get("status")
         if not isinstance(batch_id, str) or not batch_id or not isinstance(status, str):
             raise CallbackPayloadError("delivery report without batch_id or status")
-        code = report.get("code")
-        error = f"sinch_{code}" if isinstance(code, int) and not isinstance(code, bool) else None
+        code = whole_number(report.get("code"))
+        error = None if code is None else f"sinch_{code}"
         return [_STATES.update(batch_id, status, error)]
 
 

@@ -32,12 +32,13 @@ from relay.carriers.http_carrier import (
     Accepted,
     Answer,
     FinalStates,
-    HttpSettings,
     ProviderRequest,
     Refused,
+    SignedSettings,
     StatusUpdate,
     seconds_header,
 )
+from relay.carriers.json_fields import nonempty_text, whole_number
 
 __all__ = ["TelnyxApi", "TelnyxSettings"]
 
@@ -55,7 +56,7 @@ _STATES = FinalStates(
 
 
 @dataclass(frozen=True, kw_only=True)
-class TelnyxSettings(HttpSettings):
+class TelnyxSettings(SignedSettings):
     """One Telnyx account bound as a Relay carrier.
 
     `public_key` is the account's Ed25519 public key (base64, Mission Control →
@@ -68,7 +69,6 @@ class TelnyxSettings(HttpSettings):
     sender: str
     messaging_profile_id: str | None = None
     base_url: str = "https://api.telnyx.com"
-    signature_tolerance: float = 300.0
 
     def checks(self) -> dict[str, bool]:
         return {
@@ -78,7 +78,7 @@ class TelnyxSettings(HttpSettings):
             )
             is not None,
             "sender must not be empty": bool(self.sender),
-            "signature_tolerance must be positive": self.signature_tolerance > 0,
+            **super().checks(),
         }
 
 
@@ -121,9 +121,7 @@ class TelnyxApi:
         if status in _STATES.failed:
             code = _error_code(data) or "telnyx_failed"
             return Refused(code, f"Telnyx created {message_id} as {status}", "rejected")
-        parts = data.get("parts")
-        segments = parts if isinstance(parts, int) and not isinstance(parts, bool) else None
-        return Accepted(message_id, segments, status)
+        return Accepted(message_id, whole_number(data.get("parts")), status)
 
     def verify(self, callback: StatusCallback, *, now: datetime) -> None:
         timestamp = callback.header(_TIMESTAMP_HEADER)
@@ -184,7 +182,7 @@ def _error_code(body: Mapping[str, Any]) -> str | None:
 def _error_text(body: Mapping[str, Any]) -> str | None:
     error = _first_error(body)
     text = error.get("detail") or error.get("title")
-    return text if isinstance(text, str) and text else None
+    return nonempty_text(text)
 
 
 def _public_key(encoded: str) -> Ed25519PublicKey | None:

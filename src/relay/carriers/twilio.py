@@ -35,6 +35,7 @@ from relay.carriers.http_carrier import (
     Refused,
     StatusUpdate,
 )
+from relay.carriers.json_fields import nonempty_text
 
 __all__ = [
     "CallbackError",
@@ -106,8 +107,8 @@ class TwilioApi:
     def read_answer(self, answer: Answer) -> Accepted | Refused:
         if not answer.ok:
             return _twilio_error(answer)
-        sid, status = answer.body.get("sid"), answer.body.get("status")
-        if not isinstance(sid, str) or not sid:
+        sid, status = nonempty_text(answer.body.get("sid")), answer.body.get("status")
+        if sid is None:
             return Refused(
                 "twilio_bad_response", "Twilio accepted the SMS without a sid", "unavailable"
             )
@@ -220,7 +221,7 @@ def _twilio_error(answer: Answer) -> Refused:
     code = _error_code(raw_code) if isinstance(raw_code, int) else None
     return Refused(
         code or f"twilio_http_{answer.status}",
-        message if isinstance(message, str) and message else answer.reason,
+        nonempty_text(message) or answer.reason,
     )
 
 

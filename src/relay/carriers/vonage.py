@@ -29,7 +29,6 @@ from relay.carriers.callbacks import (
     CallbackPayloadError,
     CallbackSignatureError,
     StatusCallback,
-    callback_url,
     check_fresh,
     check_url_secret,
     same_text,
@@ -38,12 +37,13 @@ from relay.carriers.http_carrier import (
     Accepted,
     Answer,
     FinalStates,
-    HttpSettings,
+    OptionallySignedSettings,
     Outcome,
     ProviderRequest,
     Refused,
     StatusUpdate,
 )
+from relay.carriers.json_fields import nonempty_text
 from relay.sms.encoding import is_gsm7
 
 __all__ = ["VonageApi", "VonageSettings", "vonage_signature"]
@@ -60,7 +60,7 @@ _STATES = FinalStates(frozenset({"delivered"}), frozenset({"expired", "failed", 
 
 
 @dataclass(frozen=True, kw_only=True)
-class VonageSettings(HttpSettings):
+class VonageSettings(OptionallySignedSettings):
     """One Vonage account bound as a Relay carrier.
 
     Set `signature_secret` (and `signature_method`, as the dashboard says) when
@@ -71,10 +71,7 @@ class VonageSettings(HttpSettings):
     api_key: str
     api_secret: str = field(repr=False)
     sender: str
-    signature_secret: str | None = field(default=None, repr=False)
     signature_method: SignatureMethod = "md5hash"
-    callback_secret: str | None = field(default=None, repr=False)
-    signature_tolerance: float = 300.0
     base_url: str = "https://rest.nexmo.com"
 
     def checks(self) -> dict[str, bool]:
@@ -88,7 +85,7 @@ class VonageSettings(HttpSettings):
             "signature_method must be md5hash, md5, sha1, sha256 or sha512": (
                 self.signature_method in get_args(SignatureMethod)
             ),
-            "signature_tolerance must be positive": self.signature_tolerance > 0,
+            **super().checks(),
         }
 
 
@@ -101,11 +98,7 @@ class VonageApi:
 
     def __init__(self, settings: VonageSettings) -> None:
         self._settings = settings
-        self._callback_url = callback_url(
-            settings.status_callback_url,
-            signature_secret=settings.signature_secret,
-            callback_secret=settings.callback_secret,
-        )
+        self._callback_url = settings.provider_callback_url
 
     def request(self, sms: OutboundSms) -> ProviderRequest:
         form = {
@@ -132,14 +125,14 @@ class VonageApi:
         status = str(first.get("status", ""))
         if status != "0":
             text = first.get("error-text")
-            message = text if isinstance(text, str) and text else f"Vonage status {status}"
+            message = nonempty_text(text) or f"Vonage status {status}"
             return Refused(
                 f"vonage_{status}" if status.isdigit() else "vonage_refused",
                 message,
                 _outcome(status),
             )
-        message_id = first.get("message-id")
-        if not isinstance(message_id, str) or not message_id:
+        message_id = nonempty_text(first.get("message-id"))
+        if message_id is None:
             return Refused(
                 "vonage_bad_response", "Vonage accepted the SMS without a message-id", "unavailable"
             )
