@@ -16,13 +16,29 @@ ReportStatus = Literal["delivered", "failed"]
 
 
 @dataclass(frozen=True)
+class Passcode:
+    """The code and what its words are made of, for a carrier that writes its own message.
+
+    An SMS carrier sends `OutboundSms.body` as it is; a channel with its own
+    format (a WhatsApp template's parameter, an email's parts) builds it from
+    this. `code` is secret: never log it.
+    """
+
+    code: str
+    brand: str
+    locale: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
 class OutboundSms:
-    """One SMS to submit. `body` holds the code: never log it."""
+    """One message to submit. `body` and `passcode` hold the code: never log them."""
 
     attempt_id: str
     to: str
     sender: str
     body: str
+    passcode: Passcode | None = None
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,13 @@ class Job:
 
     @classmethod
     def of(cls, attempt: AttemptRow, draft: Draft) -> Job:
-        sms = OutboundSms(attempt_id=attempt.id, to=draft.to, sender=draft.sender, body=draft.body)
+        sms = OutboundSms(
+            attempt_id=attempt.id,
+            to=draft.to,
+            sender=draft.sender,
+            body=draft.body,
+            passcode=draft.passcode,
+        )
         return cls(attempt, sms, draft.expires_at)
 
     def following(self, attempt: AttemptRow) -> Job:

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
+from relay.carriers.base import Passcode
 from relay.crypto import Keyring
 from relay.db.sql import Row, Tx, moment
 from relay.delivery.attempts import Attempt, AttemptStatus
-from relay.sms.text import render_sms
+from relay.sms.text import render_sms, sanitize_brand
 
 # The attempts table keeps its owner in one of two columns, one per kind.
 Kind = Literal["verification", "message"]
@@ -40,6 +41,26 @@ class Draft:
     body: str
     # No attempt is submitted from this moment on: sending later would only cost money.
     expires_at: datetime
+    passcode: Passcode | None = None
+
+    @classmethod
+    def render(
+        cls,
+        *,
+        to: str,
+        sender: str,
+        locale: str,
+        brand: str,
+        code: str,
+        webotp_domain: str | None,
+        expires_at: datetime,
+    ) -> Draft:
+        """The SMS text, and the parts a channel with its own format builds from."""
+        body = render_sms(locale=locale, brand=brand, code=code, webotp_domain=webotp_domain)
+        passcode = Passcode(
+            code=code, brand=sanitize_brand(brand), locale=locale, expires_at=expires_at
+        )
+        return cls(to=to, sender=sender, body=body, expires_at=expires_at, passcode=passcode)
 
 
 @dataclass(frozen=True)
@@ -74,11 +95,15 @@ class Sendable:
         """The SMS, or None once the code has been erased (the owner closed)."""
         if self.sealed_code is None:
             return None
-        code = keyring.unseal(self.owner_id, self.sealed_code)
-        body = render_sms(
-            locale=self.locale, brand=self.brand, code=code, webotp_domain=self.webotp_domain
+        return Draft.render(
+            to=self.to,
+            sender=self.sender,
+            locale=self.locale,
+            brand=self.brand,
+            code=keyring.unseal(self.owner_id, self.sealed_code),
+            webotp_domain=self.webotp_domain,
+            expires_at=self.expires_at,
         )
-        return Draft(to=self.to, sender=self.sender, body=body, expires_at=self.expires_at)
 
 
 Outcome = Literal["sent", "delivered", "failed"]

@@ -22,7 +22,6 @@ from relay.messages import store
 from relay.messages.models import Message
 from relay.messages.store import NewMessage
 from relay.phone import Destination
-from relay.sms.text import render_sms
 
 
 @dataclass(frozen=True)
@@ -126,13 +125,15 @@ class MessageService:
         route: tuple[str, ...],
         now: datetime,
     ) -> Submitted:
-        body = render_sms(
+        draft = Draft.render(
+            to=new.to,
+            sender=new.sender,
             locale=request.locale,
             brand=caller.brand,
             code=request.code,
             webotp_domain=caller.webotp_domain,
+            expires_at=new.expires_at,
         )
-        draft = Draft(to=new.to, sender=new.sender, body=body, expires_at=new.expires_at)
         owner = OwnerRef("message", new.id)
         return await self._delivery.send(
             tx, owner, draft, route, opened=opened, livemode=caller.livemode, now=now

@@ -29,7 +29,6 @@ from relay.idempotency.claims import Pending
 from relay.ids import new_id
 from relay.metrics import observe
 from relay.phone import Destination
-from relay.sms.text import render_sms
 from relay.verifications import events, pages, store
 from relay.verifications.checking import Checks
 from relay.verifications.models import (
@@ -175,16 +174,13 @@ class VerificationService:
         now: datetime,
     ) -> _Sent:
         verification = opened.verification
-        body = render_sms(
+        draft = Draft.render(
+            to=destination.e164,
+            sender=verification.sender,
             locale=verification.locale,
             brand=caller.brand,
             code=opened.code,
             webotp_domain=caller.webotp_domain,
-        )
-        draft = Draft(
-            to=destination.e164,
-            sender=verification.sender,
-            body=body,
             expires_at=verification.expires_at,
         )
         owner = OwnerRef("verification", opened.id)
