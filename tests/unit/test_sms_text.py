@@ -10,6 +10,7 @@ from relay.sms.text import (
     UnsupportedLocale,
     is_valid_bcp47,
     render_sms,
+    render_subject,
     resolve_locale,
     sanitize_brand,
 )
@@ -195,3 +196,15 @@ def test_well_formed_tags_are_valid_bcp47(tag: str) -> None:
 )
 def test_malformed_tags_are_not_valid_bcp47(tag: str) -> None:
     assert not is_valid_bcp47(tag)
+
+
+@pytest.mark.parametrize("locale", SUPPORTED_LOCALES)
+def test_an_email_subject_ends_with_the_code_in_every_language(locale: str) -> None:
+    subject = render_subject(locale=locale, brand="Acme Bank", code="482913")
+    assert subject.endswith(" 482913")
+    assert "Acme Bank" in subject
+
+
+def test_email_subjects_differ_between_languages() -> None:
+    subjects = {render_subject(locale=lo, brand="Acme", code="1234") for lo in SUPPORTED_LOCALES}
+    assert len(subjects) == len(SUPPORTED_LOCALES)

@@ -30,6 +30,17 @@ _TEMPLATES: Mapping[str, str] = MappingProxyType(
     }
 )
 
+# An email's subject: the code last, so that a notification's first line shows it.
+_SUBJECTS: Mapping[str, str] = MappingProxyType(
+    {
+        "en": "Your {brand} verification code: {code}",
+        "es": "Tu clave de seguridad de {brand}: {code}",
+        "fr": "Votre code de vérification {brand} : {code}",
+        "de": "Ihr Bestätigungscode für {brand}: {code}",
+        "pt": "Seu código de verificação {brand}: {code}",
+    }
+)
+
 # Language, then optional script and region: enough for the tags clients send.
 _BCP47 = re.compile(r"[A-Za-z]{2,3}(?:-[A-Za-z]{4})?(?:-(?:[A-Za-z]{2}|[0-9]{3}))?", re.ASCII)
 _CODE = re.compile(r"[A-Za-z0-9]+", re.ASCII)
@@ -78,6 +89,16 @@ def render_sms(*, locale: str, brand: str, code: str, webotp_domain: str | None 
     if webotp_domain is None:
         return body
     return f"{body}\n@{_webotp_host(webotp_domain)} #{code}"
+
+
+def render_subject(*, locale: str, brand: str, code: str) -> str:
+    """An email's subject line, in the template's language, ending with the code."""
+    shown_brand = sanitize_brand(brand)
+    if not shown_brand:
+        raise ValueError("brand is empty once sanitized")
+    if _CODE.fullmatch(code) is None:
+        raise ValueError("code must be ASCII letters and digits")
+    return _SUBJECTS[resolve_locale(locale)].format(brand=shown_brand, code=code)
 
 
 def _kept_in_brand(ch: str) -> bool:
