@@ -1,113 +1,29 @@
-"""The SMPP carrier against a real SMSC: node-smpp's server, scripted per test."""
+"""The SMPP carrier against a real SMSC: submits, receipts and failures."""
 
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import replace
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from relay.carriers.base import (
     CarrierRejected,
     CarrierThrottled,
     CarrierUnavailable,
     DeliveryReport,
-    OutboundSms,
 )
-from relay.carriers.smpp import SmppCarrier, SmppSettings
-from tests.carriers.smpp_peer import SmppPeer
-
-NOW = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
-SMS = OutboundSms(attempt_id="att_1", to="+15558675310", sender="Relay", body="Your code is 482916")
-ESME_RMSGQFUL, ESME_RTHROTTLED, ESME_RINVDSTADR, ESME_RX_T_APPN = 0x14, 0x58, 0x0B, 0x64
-
-StartPeer = Callable[..., Awaitable[SmppPeer]]
-StartCarrier = Callable[..., Awaitable[SmppCarrier]]
-
-
-class Reports:
-    """A report sink that remembers what it was given."""
-
-    def __init__(self) -> None:
-        self.items: list[DeliveryReport] = []
-        self.fail = False
-        self.log: list[str] = []
-        self._changed = asyncio.Condition()
-
-    async def __call__(self, report: DeliveryReport) -> None:
-        if self.fail:
-            raise RuntimeError("the database is down")
-        self.log.append(f"report for {report.carrier_message_id}")
-        async with self._changed:
-            self.items.append(report)
-            self._changed.notify_all()
-
-    async def wait_for(self, count: int = 1, within: float = 3.0) -> list[DeliveryReport]:
-        async with asyncio.timeout(within), self._changed:
-            await self._changed.wait_for(lambda: len(self.items) >= count)
-        return self.items
-
-
-@pytest_asyncio.fixture
-async def start_peer(peer_dir: Path) -> AsyncIterator[StartPeer]:
-    peers: list[SmppPeer] = []
-
-    async def start(**config: Any) -> SmppPeer:
-        peer = await SmppPeer.start(peer_dir, **config)
-        peers.append(peer)
-        return peer
-
-    yield start
-    for peer in peers:
-        await peer.stop()
-
-
-@pytest.fixture
-def reports() -> Reports:
-    return Reports()
-
-
-@pytest_asyncio.fixture
-async def start_carrier(reports: Reports) -> AsyncIterator[StartCarrier]:
-    carriers: list[SmppCarrier] = []
-
-    async def start(port: int, **overrides: Any) -> SmppCarrier:
-        carrier = SmppCarrier(replace(settings(port), **overrides), clock=lambda: NOW)
-        carriers.append(carrier)
-        await carrier.start(reports)
-        return carrier
-
-    yield start
-    for carrier in carriers:
-        await carrier.close()
-
-
-def settings(port: int) -> SmppSettings:
-    return SmppSettings(
-        name="smsc-test",
-        host="127.0.0.1",
-        port=port,
-        system_id="relay",
-        password="secret",
-        response_timeout=5.0,  # generous for loaded CI machines; tests of the timeout set their own
-        enquire_link_interval=5.0,
-        reconnect_backoff=(0.02, 0.1),
-        throttle_retry_after=0.5,
-        receipt_hold=1.0,
-    )
-
-
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from tests.carriers.conftest import (
+    ESME_RINVDSTADR,
+    ESME_RMSGQFUL,
+    ESME_RTHROTTLED,
+    NOW,
+    SMS,
+    Reports,
+    StartCarrier,
+    StartPeer,
+    closed_port,
+)
 
 
 async def test_submitted_sms_is_named_and_its_delivered_receipt_reaches_the_sink(
@@ -295,156 +211,3 @@ async def test_dropped_connection_fails_inflight_submits_promptly_and_the_carrie
     await peer.wait_for("enquire_link", session=2)
     receipt = await carrier.submit(SMS)
     assert receipt.carrier_message_id == (await peer.wait_for("submit", count=4))["message_id"]
-
-
-@pytest.mark.parametrize(
-    ("body", "data_coding"),
-    [
-        ("Your code is 482916", 0),
-        ("Code: [482916] costs 0€ @ Relay_", 0),
-        ("Ваш код: 482916", 8),
-        ("Your code is 482916 🔐", 8),
-    ],
-)
-async def test_text_goes_as_gsm7_when_it_can_and_ucs2_otherwise(
-    start_peer: StartPeer, start_carrier: StartCarrier, body: str, data_coding: int
-) -> None:
-    peer = await start_peer()
-    carrier = await start_carrier(peer.port)
-
-    await carrier.submit(replace(SMS, body=body))
-
-    submit = await peer.wait_for("submit")
-    assert (submit["data_coding"], submit["text"]) == (data_coding, body)
-
-
-async def test_text_longer_than_one_sms_goes_in_message_payload(
-    start_peer: StartPeer, start_carrier: StartCarrier
-) -> None:
-    peer = await start_peer()
-    carrier = await start_carrier(peer.port)
-    body = "Your Relay code is 482916. " * 7
-
-    await carrier.submit(replace(SMS, body=body))
-
-    submit = await peer.wait_for("submit")
-    assert (submit["text"], submit["payload_text"]) in ((None, body), ("", body))
-
-
-async def test_window_bounds_the_submits_outstanding_at_the_smsc(
-    start_peer: StartPeer, start_carrier: StartCarrier
-) -> None:
-    peer = await start_peer(delay_ms=40)
-    carrier = await start_carrier(peer.port, window=2)
-
-    receipts = await asyncio.gather(*(carrier.submit(SMS) for _ in range(6)))
-
-    assert len({receipt.carrier_message_id for receipt in receipts}) == 6
-    await peer.wait_for("submit", count=6)
-    assert max(submit["outstanding"] for submit in peer.seen("submit")) == 2
-
-
-async def test_max_per_second_spaces_submits_out(
-    start_peer: StartPeer, start_carrier: StartCarrier
-) -> None:
-    peer = await start_peer()
-    carrier = await start_carrier(peer.port, max_per_second=20.0)
-
-    started = time.monotonic()
-    await asyncio.gather(*(carrier.submit(SMS) for _ in range(5)))
-
-    assert time.monotonic() - started >= 4 / 20 - 0.01
-    await peer.wait_for("submit", count=5)
-
-
-async def test_submit_that_would_queue_past_the_response_timeout_is_throttled(
-    start_peer: StartPeer, start_carrier: StartCarrier
-) -> None:
-    peer = await start_peer()
-    carrier = await start_carrier(peer.port, max_per_second=4.0, response_timeout=0.3)
-
-    outcomes = await asyncio.gather(
-        *(carrier.submit(SMS) for _ in range(3)), return_exceptions=True
-    )
-
-    throttled = [outcome for outcome in outcomes if isinstance(outcome, CarrierThrottled)]
-    assert [outcome.code for outcome in throttled] == ["smpp_rate_limited"]
-    await peer.wait_for("submit", count=2)
-    assert len(peer.seen("submit")) == 2
-
-
-async def test_enquire_link_keeps_an_idle_bind_alive(
-    start_peer: StartPeer, start_carrier: StartCarrier
-) -> None:
-    peer = await start_peer()
-    carrier = await start_carrier(peer.port, enquire_link_interval=0.05)
-
-    await peer.wait_for("enquire_link", count=3)
-
-    assert carrier.bound_sessions == 1
-    assert len(peer.seen("bind")) == 1
-
-
-async def test_unanswered_enquire_link_drops_the_bind_and_the_carrier_rebinds(
-    start_peer: StartPeer, start_carrier: StartCarrier
-) -> None:
-    peer = await start_peer(answer_enquire_link=False)
-    await start_carrier(peer.port, enquire_link_interval=0.05, response_timeout=0.2)
-
-    await peer.wait_for("close", session=1)
-    await peer.wait_for("bind", session=2)
-
-
-async def test_each_configured_bind_is_opened(
-    start_peer: StartPeer, start_carrier: StartCarrier
-) -> None:
-    peer = await start_peer()
-    carrier = await start_carrier(peer.port, binds=3)
-
-    assert carrier.bound_sessions == 3
-    await peer.wait_for("bind", ok=True, system_id="relay", count=3)
-
-
-async def test_close_unbinds_and_later_submits_are_unavailable(
-    start_peer: StartPeer, start_carrier: StartCarrier
-) -> None:
-    peer = await start_peer()
-    carrier = await start_carrier(peer.port)
-
-    await carrier.close()
-
-    await peer.wait_for("unbind")
-    with pytest.raises(CarrierUnavailable):
-        await carrier.submit(SMS)
-
-
-async def test_receipt_the_sink_could_not_take_is_answered_with_a_temporary_error(
-    start_peer: StartPeer, start_carrier: StartCarrier, reports: Reports
-) -> None:
-    peer = await start_peer(receipt={"stat": "DELIVRD", "form": "tlv"})
-    carrier = await start_carrier(peer.port)
-    reports.fail = True
-
-    await carrier.submit(SMS)
-
-    answered = await peer.wait_for("deliver_sm_resp")
-    assert answered["status"] == ESME_RX_T_APPN
-
-
-async def test_intermediate_receipt_is_acknowledged_but_not_reported(
-    start_peer: StartPeer, start_carrier: StartCarrier, reports: Reports
-) -> None:
-    peer = await start_peer(receipt={"stat": "ENROUTE", "form": "text"})
-    carrier = await start_carrier(peer.port)
-
-    await carrier.submit(SMS)
-
-    assert (await peer.wait_for("deliver_sm_resp"))["status"] == 0
-    assert reports.items == []
-
-
-def test_settings_refuse_what_smpp_cannot_carry() -> None:
-    with pytest.raises(ValueError, match="password"):
-        replace(settings(2775), password="longer-than-8")
-    with pytest.raises(ValueError, match="reconnect_backoff"):
-        replace(settings(2775), reconnect_backoff=(5.0, 1.0))
