@@ -332,6 +332,16 @@ async def test_a_destination_that_is_not_an_address_is_refused_before_connecting
             assert refused.value.code == "smtp_invalid_address"
 
 
+async def test_an_international_address_is_refused_by_a_server_without_smtputf8(
+    starttls: SmtpServer, identity: ServerIdentity
+) -> None:
+    with pytest.raises(CarrierRejected) as refused:
+        await carrier(settings_for(starttls.port, identity)).submit(outbound("ada@exämple.org"))
+
+    assert refused.value.code == "smtp_not_supported"
+    assert starttls.handler.commands == []
+
+
 async def test_a_message_without_a_passcode_is_refused() -> None:
     settings = SmtpSettings(name="mail", host="127.0.0.1", sender="no-reply@acme.example")
     sms = OutboundSms(attempt_id="att_1", to=TO, sender="Acme", body="hello")

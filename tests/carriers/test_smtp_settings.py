@@ -78,6 +78,7 @@ def test_a_login_is_refused_without_tls_even_when_plain_text_is_allowed() -> Non
         ({"password": "s3cret"}, "username and password"),
         ({"from": "not an address"}, "from"),
         ({"from": "a@one.example, b@two.example"}, "from"),
+        ({"from": "relay@bücher.example"}, "from"),
         ({"timeout": 0}, "timeout"),
         ({"ca_file": "/nonexistent/ca.pem"}, "ca_file"),
         ({"helo_name": "relay host"}, "helo_name"),

@@ -40,6 +40,9 @@ def parse_sender(value: str) -> Address:
     address = _parse(value)
     if not address.username or not address.domain:
         raise InvalidAddress("from must be an email address with a domain")
+    if not address.addr_spec.isascii():
+        # It names every Message-ID, which must be ASCII; IDNA's xn-- form is.
+        raise InvalidAddress("from must be ASCII (an international domain in its xn-- form)")
     return address
 
 
