@@ -30,6 +30,7 @@ class Received:
     message: EmailMessage
     tls: bool
     authenticated: bool
+    helo_name: str | None
 
 
 @dataclass
@@ -77,6 +78,7 @@ class Handler:
                 message=message,
                 tls=session.ssl is not None,
                 authenticated=bool(session.authenticated),
+                helo_name=session.host_name,
             )
         )
         return "250 2.0.0 Ok: queued as 4F1A2B"

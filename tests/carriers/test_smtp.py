@@ -85,6 +85,7 @@ async def test_an_accepted_message_is_delivered_at_once_under_its_message_id(
 
     [received] = starttls.handler.received
     assert received.tls
+    assert received.helo_name == "relay.acme.example"
     assert received.mail_from == "no-reply@acme.example"
     assert received.rcpt_tos == [TO]
     assert receipt.carrier_message_id == received.message["Message-ID"]

@@ -14,6 +14,7 @@ from relay.carriers.registry import build_carriers, carrier_problems
 from relay.carriers.smtp import SmtpCarrier
 from relay.cli.checks import unsafe_for_live
 from relay.config import Settings
+from tests.webhooks.tls_receiver import write_identity
 
 
 def smtp_table(**changes: Any) -> dict[str, Any]:
@@ -40,8 +41,7 @@ def test_the_carrier_is_built_for_the_email_channel() -> None:
 
 
 def test_a_complete_table_with_a_login_and_a_private_ca_has_no_problem(tmp_path: Path) -> None:
-    ca = tmp_path / "ca.pem"
-    ca.write_text("placeholder: the check only needs the file to exist\n")
+    ca = write_identity(tmp_path, "Private CA").ca_path
     table = smtp_table(
         port=465,
         security="tls",
@@ -81,6 +81,7 @@ def test_a_login_is_refused_without_tls_even_when_plain_text_is_allowed() -> Non
         ({"from": "relay@bücher.example"}, "from"),
         ({"timeout": 0}, "timeout"),
         ({"ca_file": "/nonexistent/ca.pem"}, "ca_file"),
+        ({"ca_file": __file__}, "ca_file"),
         ({"helo_name": "relay host"}, "helo_name"),
         ({"tls": True}, "tls"),
         ({"sender": "a@b.example"}, "the address is `from`"),

@@ -31,6 +31,7 @@ import logging
 import math
 import re
 import secrets
+import socket
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -108,8 +109,8 @@ class SmtpSettings:
             f"from's domain must be at most {_MAX_DOMAIN} characters": len(domain or "")
             <= _MAX_DOMAIN,
             "timeout must be positive": _is_positive(self.timeout),
-            "ca_file must name a readable file": self.ca_file is None
-            or Path(self.ca_file).is_file(),
+            "ca_file must be a readable PEM file of certificates": self.ca_file is None
+            or _loads_as_ca(self.ca_file),
             "helo_name must be a host name": self.helo_name is None
             or _HELO_NAME.fullmatch(self.helo_name) is not None,
         }
@@ -125,6 +126,7 @@ class SmtpCarrier:
         self._sender = parse_sender(settings.sender)
         self._clock = clock or (lambda: datetime.now(UTC))
         self._tls = tls_context(settings.ca_file) if settings.security != "none" else None
+        self._helo_name = settings.helo_name
 
     @property
     def name(self) -> str:
@@ -165,6 +167,9 @@ class SmtpCarrier:
 
     async def _send(self, message: EmailMessage, *, secret: str) -> None:
         settings = self._settings
+        if self._helo_name is None:
+            # Looked up once: a reverse DNS query per email would slow every send.
+            self._helo_name = await asyncio.to_thread(socket.getfqdn)
         client = aiosmtplib.SMTP(
             hostname=settings.host,
             port=settings.server_port,
@@ -172,7 +177,7 @@ class SmtpCarrier:
             use_tls=settings.security == "tls",
             start_tls=settings.security == "starttls",
             tls_context=self._tls,
-            local_hostname=settings.helo_name,
+            local_hostname=self._helo_name,
         )
         try:
             await client.connect()
@@ -238,6 +243,16 @@ def _reply_text(text: str, *, secret: str) -> str:
     if secret:
         line = line.replace(secret, "…")
     return line[:_MAX_REPLY]
+
+
+def _loads_as_ca(path: object) -> bool:
+    if not isinstance(path, str) or not Path(path).is_file():
+        return False
+    try:
+        tls_context(path)
+    except (OSError, ssl.SSLError):
+        return False
+    return True
 
 
 def _sender_domain(sender: object) -> str | None:
