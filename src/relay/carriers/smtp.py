@@ -180,10 +180,13 @@ class SmtpCarrier:
             local_hostname=self._helo_name,
         )
         try:
-            await client.connect()
-            if settings.username is not None and settings.password is not None:
-                await client.login(settings.username, settings.password)
-            await client.send_message(message)
+            # One bound for the whole exchange, so a server that answers each command
+            # just in time cannot hold the attempt past its dispatch lease.
+            async with asyncio.timeout(settings.timeout):
+                await client.connect()
+                if settings.username is not None and settings.password is not None:
+                    await client.login(settings.username, settings.password)
+                await client.send_message(message)
         except (aiosmtplib.SMTPException, OSError) as exc:
             client.close()
             # Not chained: the server's raw reply stays out of any logged traceback.
