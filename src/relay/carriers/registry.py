@@ -1,7 +1,7 @@
 """Carriers and routes from the config file: `[carriers.NAME]` tables and `[routes]`.
 
     [carriers.operator-a]
-    kind = "smpp"              # or "http" (provider = "twilio", "telnyx", ...), or "sandbox"
+    kind = "smpp"              # or "http" (provider = "twilio", ...), "smtp", or "sandbox"
     host = "smsc.example.net"
     port = 2775
     system_id = "relay"
@@ -31,6 +31,7 @@ from relay.carriers.providers import http_carrier, http_settings
 from relay.carriers.routing import RouteTable, parse_routes, route_carriers
 from relay.carriers.sandbox import BACKUP, PRIMARY, SandboxCarrier
 from relay.carriers.smpp import SmppCarrier, SmppSettings
+from relay.carriers.smtp import SmtpCarrier, SmtpSettings
 from relay.config import Settings
 
 # Sandbox receipts come at once, or after `sandbox_slow_delivery`: wait for
@@ -114,13 +115,15 @@ def _build_one(
         return SmppCarrier(spec, clock=clock), timeout
     if isinstance(spec, HttpSettings):
         return http_carrier(spec, clock=clock), timeout
+    if isinstance(spec, SmtpSettings):
+        return SmtpCarrier(spec, clock=clock), timeout
     slow = settings.sandbox_slow_delivery
     return SandboxCarrier(name, sent=sent, slow_delivery=slow, clock=clock), timeout
 
 
 def _spec(
     name: str, table: Mapping[str, Any], settings: Settings
-) -> tuple[SmppSettings | HttpSettings | None, float]:
+) -> tuple[SmppSettings | HttpSettings | SmtpSettings | None, float]:
     """A carrier table checked and turned into its settings (None: a sandbox), and its
     receipt timeout; nothing is connected or opened."""
     options = dict(table)
@@ -139,6 +142,8 @@ def _spec(
             provider = options.pop("provider", "twilio")
             options.setdefault("status_callback_url", _callback_url(name, settings))
             return http_settings(str(provider), name=name, **options), timeout
+        if kind == "smtp":
+            return _smtp_settings(name, options), timeout
         if kind == "sandbox":
             return None, timeout
     except TypeError as exc:
@@ -147,7 +152,17 @@ def _spec(
         if isinstance(exc, CarrierConfigError):
             raise
         raise CarrierConfigError(f"carriers.{name}: {exc}") from exc
-    raise CarrierConfigError(f"carriers.{name}.kind must be 'smpp', 'http' or 'sandbox'")
+    raise CarrierConfigError(f"carriers.{name}.kind must be 'smpp', 'http', 'smtp' or 'sandbox'")
+
+
+def _smtp_settings(name: str, options: dict[str, Any]) -> SmtpSettings:
+    # `from` is the address's name in the file, a keyword in Python.
+    if "sender" in options:
+        raise CarrierConfigError(f"carriers.{name}.sender: no such setting (the address is `from`)")
+    if "from" not in options:
+        raise CarrierConfigError(f"carriers.{name}.from is required (the sender's address)")
+    options["sender"] = options.pop("from")
+    return SmtpSettings(name=name, **options)
 
 
 def carrier_problems(settings: Settings) -> list[str]:
