@@ -1,7 +1,7 @@
 """Carriers and routes from the config file: `[carriers.NAME]` tables and `[routes]`.
 
     [carriers.operator-a]
-    kind = "smpp"              # or "http" (provider = "twilio", "telnyx", ...), or "sandbox"
+    kind = "smpp"              # or "http" (provider = "twilio", ...), "whatsapp", "sandbox"
     host = "smsc.example.net"
     port = 2775
     system_id = "relay"
@@ -31,6 +31,7 @@ from relay.carriers.providers import http_carrier, http_settings
 from relay.carriers.routing import RouteTable, parse_routes, route_carriers
 from relay.carriers.sandbox import BACKUP, PRIMARY, SandboxCarrier
 from relay.carriers.smpp import SmppCarrier, SmppSettings
+from relay.carriers.whatsapp import WhatsAppCarrier, WhatsAppSettings
 from relay.config import Settings
 
 # Sandbox receipts come at once, or after `sandbox_slow_delivery`: wait for
@@ -112,6 +113,8 @@ def _build_one(
     spec, timeout = _spec(name, table, settings)
     if isinstance(spec, SmppSettings):
         return SmppCarrier(spec, clock=clock), timeout
+    if isinstance(spec, WhatsAppSettings):
+        return WhatsAppCarrier(spec, clock=clock), timeout
     if isinstance(spec, HttpSettings):
         return http_carrier(spec, clock=clock), timeout
     slow = settings.sandbox_slow_delivery
@@ -139,6 +142,10 @@ def _spec(
             provider = options.pop("provider", "twilio")
             options.setdefault("status_callback_url", _callback_url(name, settings))
             return http_settings(str(provider), name=name, **options), timeout
+        if kind == "whatsapp":
+            # The Callback URL to type in Meta's App Dashboard; Meta is not told per message.
+            options.setdefault("status_callback_url", _callback_url(name, settings))
+            return WhatsAppSettings(name=name, **options), timeout
         if kind == "sandbox":
             return None, timeout
     except TypeError as exc:
@@ -147,7 +154,9 @@ def _spec(
         if isinstance(exc, CarrierConfigError):
             raise
         raise CarrierConfigError(f"carriers.{name}: {exc}") from exc
-    raise CarrierConfigError(f"carriers.{name}.kind must be 'smpp', 'http' or 'sandbox'")
+    raise CarrierConfigError(
+        f"carriers.{name}.kind must be 'smpp', 'http', 'whatsapp' or 'sandbox'"
+    )
 
 
 def carrier_problems(settings: Settings) -> list[str]:
