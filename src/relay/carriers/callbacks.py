@@ -19,6 +19,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 __all__ = [
     "SECRET_PARAM",
+    "AnswersSubscriptionHandshake",
     "CallbackError",
     "CallbackPayloadError",
     "CallbackSignatureError",
@@ -94,6 +95,17 @@ class ReceivesStatusCallbacks(Protocol):
     def status_callback_url(self) -> str: ...
 
     async def receive_status(self, callback: StatusCallback) -> None: ...
+
+
+@runtime_checkable
+class AnswersSubscriptionHandshake(Protocol):
+    """A carrier whose provider checks the callback URL first with a `GET` (Meta's webhooks).
+
+    `answer_handshake` returns the text to answer with, or raises
+    `CallbackSignatureError` when the request does not name the carrier's token.
+    """
+
+    def answer_handshake(self, query: Mapping[str, str]) -> str: ...
 
 
 def same_text(expected: str, given: str | None) -> bool:

@@ -1,7 +1,7 @@
 """Carriers and routes from the config file: `[carriers.NAME]` tables and `[routes]`.
 
     [carriers.operator-a]
-    kind = "smpp"              # or "http" (provider = "twilio", ...), "smtp", or "sandbox"
+    kind = "smpp"              # or "http" (provider = "twilio", ...), "whatsapp", "smtp", "sandbox"
     host = "smsc.example.net"
     port = 2775
     system_id = "relay"
@@ -32,6 +32,7 @@ from relay.carriers.routing import RouteTable, parse_routes, route_carriers
 from relay.carriers.sandbox import BACKUP, PRIMARY, SandboxCarrier
 from relay.carriers.smpp import SmppCarrier, SmppSettings
 from relay.carriers.smtp import SmtpCarrier, SmtpSettings
+from relay.carriers.whatsapp import WhatsAppCarrier, WhatsAppSettings
 from relay.config import Settings
 
 # Sandbox receipts come at once, or after `sandbox_slow_delivery`: wait for
@@ -113,6 +114,8 @@ def _build_one(
     spec, timeout = _spec(name, table, settings)
     if isinstance(spec, SmppSettings):
         return SmppCarrier(spec, clock=clock), timeout
+    if isinstance(spec, WhatsAppSettings):
+        return WhatsAppCarrier(spec, clock=clock), timeout
     if isinstance(spec, HttpSettings):
         return http_carrier(spec, clock=clock), timeout
     if isinstance(spec, SmtpSettings):
@@ -144,6 +147,10 @@ def _spec(
             return http_settings(str(provider), name=name, **options), timeout
         if kind == "smtp":
             return _smtp_settings(name, options), timeout
+        if kind == "whatsapp":
+            # The Callback URL to type in Meta's App Dashboard; Meta is not told per message.
+            options.setdefault("status_callback_url", _callback_url(name, settings))
+            return WhatsAppSettings(name=name, **options), timeout
         if kind == "sandbox":
             return None, timeout
     except TypeError as exc:
@@ -152,7 +159,9 @@ def _spec(
         if isinstance(exc, CarrierConfigError):
             raise
         raise CarrierConfigError(f"carriers.{name}: {exc}") from exc
-    raise CarrierConfigError(f"carriers.{name}.kind must be 'smpp', 'http', 'smtp' or 'sandbox'")
+    raise CarrierConfigError(
+        f"carriers.{name}.kind must be 'smpp', 'http', 'whatsapp', 'smtp' or 'sandbox'"
+    )
 
 
 def _smtp_settings(name: str, options: dict[str, Any]) -> SmtpSettings:

@@ -17,7 +17,7 @@ from relay.config import Settings, given_values, read_file, unknown_keys
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
 # Values the example file and the docs show for secrets: never real ones.
 PLACEHOLDER_SECRETS = frozenset({"", "secret", "password", "…", "...", "changeme"})
-# The carrier settings that hold a credential, across SMPP and every HTTP provider.
+# The carrier settings that hold a credential, across SMPP, every HTTP provider and WhatsApp.
 CARRIER_SECRETS = (
     "password",
     "auth_token",
@@ -25,6 +25,9 @@ CARRIER_SECRETS = (
     "api_secret",
     "signature_secret",
     "callback_secret",
+    "access_token",
+    "app_secret",
+    "verify_token",
 )
 
 
