@@ -15,10 +15,10 @@ from decimal import Decimal
 from relay.carriers.measured import price_in
 from relay.db.sql import Sql, Tx
 
-# The attempt's segments are read by the upsert itself: counting and billing are
-# one statement, so concurrent writers of one row can neither lose a count nor
-# add segments to the wrong one. The WHERE also ends SQLite's parse of the
-# SELECT before ON CONFLICT.
+# One statement counts the send and adds the segments its attempt was billed,
+# read from the attempt's row (written earlier in the same transaction): there
+# is no read-then-write for concurrent writers of one counter to interleave.
+# The WHERE also settles SQLite's parse of an upsert after a SELECT.
 _COUNT = Sql(
     "INSERT INTO usage (account_id, day, country, carrier, outcome, count, segments)"
     " SELECT :account_id, :day, :country, :carrier, :outcome, 1, COALESCE(segments, 0)"
