@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import random
 import socket
 import ssl
 import threading
@@ -122,9 +123,15 @@ class RunningServer:
 
 
 class ServerThread:
-    def __init__(self, settings: Settings, *, port: int | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        port: int | None = None,
+        draw: Callable[[], float] = random.random,
+    ) -> None:
         self.clock = OffsetClock()
-        self.services = build_services(settings, clock=self.clock)
+        self.services = build_services(settings, clock=self.clock, draw=draw)
         self.cert = ensure_self_signed(settings.data_dir / "tls")
         self.port = port or free_port()
         listener = dataclasses.replace(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -45,7 +47,10 @@ class Services:
         await self.db.close()
 
 
-def build_services(settings: Settings, *, clock: Clock | None = None) -> Services:
+def build_services(
+    settings: Settings, *, clock: Clock | None = None, draw: Callable[[], float] = random.random
+) -> Services:
+    """`draw` is the measured routes' explore draw, uniform in [0, 1): tests script it."""
     private_dir(settings.data_dir)
     clock = clock or SystemClock()
     db = open_db(settings.resolved_database_url)
@@ -55,7 +60,7 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
     # A committed event with a webhook wakes webhook delivery (relay.events.store.record).
     wake = asyncio.Event()
     db.listen("events", wake.set)
-    delivery = build_delivery(settings, db, clock, keyring)
+    delivery = build_delivery(settings, db, clock, keyring, draw=draw)
     accounts = AccountService(db, keyring, clock)
     return Services(
         settings=settings,
@@ -85,7 +90,14 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
     )
 
 
-def build_delivery(settings: Settings, db: Db, clock: Clock, keyring: Keyring) -> Delivery:
+def build_delivery(
+    settings: Settings,
+    db: Db,
+    clock: Clock,
+    keyring: Keyring,
+    *,
+    draw: Callable[[], float] = random.random,
+) -> Delivery:
     return Delivery(
         db,
         clock,
@@ -97,6 +109,7 @@ def build_delivery(settings: Settings, db: Db, clock: Clock, keyring: Keyring) -
         # Attempt errors are stored, so their doc_url cannot follow each request's
         # Host header: the public URL when set, else the address Relay serves on.
         docs=(settings.public_url or f"https://{settings.host}:{settings.port}").rstrip("/"),
+        draw=draw,
     )
 
 

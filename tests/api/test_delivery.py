@@ -6,6 +6,7 @@ import itertools
 import json
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -183,24 +184,56 @@ def test_test_keys_are_never_counted_as_usage(
     assert read_db(server.settings, lambda c: usage_totals(c, account_id=account.id)) == {}
 
 
-def test_relay_usage_prints_live_sends_per_country_carrier_and_outcome(
-    server: RunningServer, live_api: httpx.Client, account: NewAccount, capsys: Any
+PRICED = """
+[carriers.live-a]
+kind = "sandbox"
+[carriers.live-a.prices]
+US = 0.0075
+[carriers.live-b]
+kind = "sandbox"
+[routes]
+default = ["live-a", "live-b"]
+"""
+
+
+def test_relay_usage_prints_live_sends_segments_and_spend_per_country_carrier_and_outcome(
+    server: RunningServer,
+    live_api: httpx.Client,
+    account: NewAccount,
+    capsys: Any,
+    tmp_path: Path,
 ) -> None:
     create(live_api, mobile())
+    create(live_api, mobile())
     send(live_api, "+447400123456")
+    config = tmp_path / "relay.toml"
+    config.write_text(PRICED)
     capsys.readouterr()
     url = server.settings.resolved_database_url
-    code = relay_main(["usage", "--database-url", url, "--account", account.id, "--json"])
-    assert code == 0
+    usage = ["usage", "--database-url", url, "--config", str(config), "--account", account.id]
+    assert relay_main([*usage, "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert {(r["country"], r["carrier"], r["outcome"], r["count"]) for r in rows} == {
-        ("US", "live-a", "delivered", 1),
-        ("GB", "live-a", "delivered", 1),
+    # Each code is one GSM-7 segment; only the US has a price for live-a.
+    assert {
+        (r["country"], r["carrier"], r["outcome"], r["count"], r["segments"], r["spend"])
+        for r in rows
+    } == {
+        ("US", "live-a", "delivered", 2, 2, "0.0150"),
+        ("GB", "live-a", "delivered", 1, 1, None),
     }
-    assert relay_main(["usage", "--database-url", url, "--account", account.id]) == 0
-    table = capsys.readouterr().out
-    assert "live-a" in table
-    assert "2 live send attempt(s) counted" in table
+
+    assert relay_main(usage) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == [
+        "account", "day", "country", "carrier", "outcome", "count", "segments", "spend"
+    ]  # fmt: skip
+    assert "3 live send attempt(s) counted" in lines[3]
+    # Totals per carrier and country close the table; an unpriced country has no spend.
+    assert [line.split() for line in lines[-3:]] == [
+        ["carrier", "country", "count", "segments", "spend"],
+        ["live-a", "GB", "1", "1"],
+        ["live-a", "US", "2", "2", "0.0150"],
+    ]
 
 
 def test_relay_usage_refuses_a_malformed_day(server: RunningServer, capsys: Any) -> None:

@@ -12,35 +12,32 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 import pytest_asyncio
-from prometheus_client.parser import text_string_to_metric_families
 
-from relay.clock import OffsetClock
+from tests.carriers import measured_routes
 from tests.carriers.live_client import live_client
-from tests.carriers.reading import attempts, settle
+from tests.carriers.measured_routes import (
+    DELIVERED,
+    ESME_RSUBMITFAIL,
+    ratios,
+    smpp,
+    start_of_a_minute,
+)
 from tests.carriers.smpp_peer import SmppPeer
 from tests.harness import RunningServer, ServerThread, test_settings
-from tests.metrics.scenario import value
 from tests.webhooks.receiver import isolated_database
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-ESME_RSUBMITFAIL = 0x45
-DELIVERED = {"stat": "DELIVRD", "form": "tlv"}
 MIN_SAMPLE = 4
 _numbers = itertools.count(3000)
 
 
 def number() -> str:
     return f"+1415557{next(_numbers) % 10000:04d}"
-
-
-def smpp(peer: SmppPeer) -> dict[str, Any]:
-    return peer.carrier_table(receipt_timeout=5.0)
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
@@ -86,36 +83,7 @@ async def live(server: RunningServer) -> AsyncIterator[httpx.AsyncClient]:
 
 
 async def send(live: httpx.AsyncClient) -> list[tuple[str, str, str | None]]:
-    """One verification through the API; its attempts once one was delivered."""
-    created = await live.post("/v1/verifications", json={"to": number()})
-    assert created.status_code == 200, created.text
-    body = await settle(
-        live,
-        f"/v1/verifications/{created.json()['id']}",
-        lambda b: bool(b["attempts"]) and b["attempts"][-1]["status"] == "delivered",
-    )
-    return attempts(body)
-
-
-async def ratios(server: RunningServer) -> dict[str, float]:
-    """The delivery ratio per carrier in the US, as /metrics exports it (read from loopback)."""
-    async with httpx.AsyncClient(base_url=server.base_url, verify=server.tls_context()) as monitor:
-        answer = await monitor.get("/metrics")
-    assert answer.status_code == 200, answer.text
-    samples = {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(answer.text)
-        for sample in family.samples
-    }
-    return {
-        carrier: value(samples, "relay_sms_delivery_ratio", carrier=carrier, country="US")
-        for carrier in ("first", "second")
-    }
-
-
-def start_of_a_minute(clock: OffsetClock) -> None:
-    """Move the clock to one second past a minute: a phase of the test then ends within it."""
-    clock.advance(61 - clock.now().second - clock.now().microsecond / 1e6)
+    return await measured_routes.send(live, number())
 
 
 async def test_a_carrier_that_stops_delivering_goes_last_and_comes_back_when_its_hour_passes(

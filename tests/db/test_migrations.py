@@ -239,3 +239,27 @@ def test_attempts_written_before_0011_are_found_by_their_owner_after_it(
     downgrade(url, "0010")
     upgrade(url)
     assert drift(url) == []
+
+
+def test_usage_counted_before_0015_keeps_its_counts_with_no_segments_and_steps_back(
+    tmp_path: Path, database_url: str
+) -> None:
+    url = isolated_database(database_url, "migrations_segments", tmp_path)
+    downgrade(url, "0014")
+    execute(
+        url, "INSERT INTO accounts (id, name, brand, created_at) VALUES ('acct_s', 'S', 'S', :t)"
+    )
+    execute(
+        url,
+        "INSERT INTO usage (account_id, day, country, carrier, outcome, count)"
+        " VALUES ('acct_s', '2026-11-25', 'FR', 'operator-a', 'delivered', 7)",
+    )
+    upgrade(url)
+    assert drift(url) == []
+    found = read_rows(url, "SELECT count, segments FROM usage WHERE account_id = 'acct_s'")
+    assert [(r["count"], r["segments"]) for r in found] == [(7, 0)]
+    downgrade(url, "0014")
+    found = read_rows(url, "SELECT count FROM usage WHERE account_id = 'acct_s'")
+    assert [r["count"] for r in found] == [7]
+    upgrade(url)
+    assert drift(url) == []

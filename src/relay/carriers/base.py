@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
+from relay.sms.encoding import segment_count
+
 ReportStatus = Literal["delivered", "failed"]
 
 
@@ -68,6 +70,10 @@ class SubmitReceipt:
     carrier_message_id: str
     final: DeliveryReport | None = None
     segments: int | None = None
+
+    def billed(self, body: str) -> int:
+        """Segments this SMS is billed as: the carrier's count, else GSM 03.38 arithmetic."""
+        return segment_count(body) if self.segments is None else self.segments
 
 
 class CarrierError(Exception):

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import sys
 from collections.abc import Sequence
-from datetime import date
 from pathlib import Path
 from typing import Any
 
 from relay.carriers.registry import CarrierConfigError
-from relay.cli import keys
+from relay.cli import keys, usage
 from relay.cli.checks import check, check_file, unsafe_for_live
 from relay.config import Settings, load_settings
 from relay.errors import RelayError
@@ -99,13 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(worker)
     _log_format(worker)
 
-    usage = commands.add_parser(
-        "usage", help="print live sends per account, day, country, carrier and outcome"
-    )
-    _common(usage)
-    usage.add_argument("--account", help="only this account id")
-    usage.add_argument("--since", help="first day to include, YYYY-MM-DD (UTC)")
-    usage.add_argument("--json", action="store_true", help="one JSON object per row")
+    usage.add_parser(commands, _common)
 
     config = commands.add_parser("config", help="check a settings file")
     config_commands = config.add_subparsers(dest="action", required=True)
@@ -219,7 +211,7 @@ async def _manage(settings: Settings, args: argparse.Namespace) -> int:
     services = build_services(settings)
     try:
         if args.command == "usage":
-            return await _usage(services, args)
+            return await usage.run(services, args)
         if args.command == "accounts" and args.action == "roll-webhook-secret":
             return await _roll_webhook_secret(services, args)
         if args.command == "accounts" and args.action == "update":
@@ -247,38 +239,6 @@ async def _manage(settings: Settings, args: argparse.Namespace) -> int:
         return await keys.run(services, args)
     finally:
         await services.close()
-
-
-async def _usage(services: Any, args: argparse.Namespace) -> int:
-    from relay.delivery.usage import usage_rows
-
-    if args.since is not None and not _is_day(args.since):
-        print("relay: --since takes a day, YYYY-MM-DD", file=sys.stderr)
-        return 2
-    rows = await services.db.read(
-        lambda tx: usage_rows(tx, account_id=args.account, since=args.since)
-    )
-    if args.json:
-        for row in rows:
-            print(json.dumps(dataclasses.asdict(row)))
-        return 0
-    header = ("account", "day", "country", "carrier", "outcome", "count")
-    table = [header] + [
-        (r.account_id, r.day, r.country, r.carrier, r.outcome, str(r.count)) for r in rows
-    ]
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    for line in table:
-        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
-    total = sum(r.count for r in rows)
-    print(f"{total} live send attempt(s) counted; test keys are never counted.")
-    return 0
-
-
-def _is_day(value: str) -> bool:
-    try:
-        return date.fromisoformat(value).isoformat() == value
-    except ValueError:
-        return False
 
 
 async def _update_account(services: Any, args: argparse.Namespace) -> int:

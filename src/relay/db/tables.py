@@ -190,6 +190,8 @@ attempts = Table(
     Column("lease_until", UtcDateTime),
     Column("lease_owner", String(40)),
     Column("report_due_at", UtcDateTime),
+    # What the carrier bills once it accepted the SMS (migration 0015); NULL before.
+    Column("segments", Integer),
     # An attempt has one owner: each index holds only its own kind (migration 0011).
     Index(
         "ix_attempts_verification",
@@ -247,6 +249,8 @@ usage = Table(
     Column("carrier", String(60), primary_key=True),
     Column("outcome", String(24), primary_key=True),
     Column("count", Integer, nullable=False, server_default=text("0")),
+    # Billed SMS segments of those sends (migration 0015): what spend multiplies.
+    Column("segments", Integer, nullable=False, server_default=text("0")),
 )
 
 events = Table(

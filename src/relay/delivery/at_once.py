@@ -90,10 +90,11 @@ def _answered(
     now: datetime,
 ) -> Job | None:
     attempt = dataclasses.replace(job.attempt, carrier_message_id=receipt.carrier_message_id)
+    segments = receipt.billed(job.sms.body)
     final = receipt.final
     if final is not None and final.status == "delivered":
         delivered = dataclasses.replace(attempt, status=AttemptStatus.DELIVERED)
-        planned.attempts.append(NewAttempt(delivered))
+        planned.attempts.append(NewAttempt(delivered, segments=segments))
         planned.answers.append(Answer(attempt.id, "delivered"))
         return None
     planned.answers.append(Answer(attempt.id, "sent"))
@@ -101,7 +102,7 @@ def _answered(
         timeout = carriers.receipt_timeout(attempt.carrier, leases.receipt_timeout)
         due = now + timedelta(seconds=timeout)
         sent = dataclasses.replace(attempt, status=AttemptStatus.SENT)
-        planned.attempts.append(NewAttempt(sent, report_due_at=due))
+        planned.attempts.append(NewAttempt(sent, report_due_at=due, segments=segments))
         return None
     failure = routing.after_failure(
         routing.SMS_UNDELIVERABLE,
@@ -112,16 +113,21 @@ def _answered(
         carrier_code=final.error_code,
         docs=leases.docs,
     )
-    return _failed(job, failure, receipt.carrier_message_id, planned)
+    return _failed(job, failure, receipt.carrier_message_id, planned, segments=segments)
 
 
 def _failed(
-    job: Job, failure: routing.Fail, carrier_message_id: str | None, planned: Plan
+    job: Job,
+    failure: routing.Fail,
+    carrier_message_id: str | None,
+    planned: Plan,
+    *,
+    segments: int | None = None,
 ) -> Job | None:
     attempt = dataclasses.replace(
         job.attempt, status=AttemptStatus.FAILED, carrier_message_id=carrier_message_id
     )
-    planned.attempts.append(NewAttempt(attempt, error=failure.error))
+    planned.attempts.append(NewAttempt(attempt, error=failure.error, segments=segments))
     position = failure.next_position
     planned.answers.append(Answer(attempt.id, "failed", last=position is None))
     if position is None:

@@ -96,16 +96,16 @@ class Recorder:
     # --- answers --------------------------------------------------------------
 
     async def sent(
-        self, tx: Tx, attempt: AttemptRow, receipt: SubmitReceipt, now: datetime
+        self, tx: Tx, attempt: AttemptRow, receipt: SubmitReceipt, now: datetime, *, segments: int
     ) -> Step:
-        """A carrier took the attempt; its answer may already be final (the sandbox)."""
+        """A carrier took the attempt, billing it `segments`; its answer may already be final."""
         message_id = receipt.carrier_message_id
         if receipt.final is not None:
             observe.sms_receipt(tx, carrier=attempt.carrier, attempt_id=attempt.id)
         if receipt.final is not None and receipt.final.status == "delivered":
             # Sent and delivered in one UPDATE from queued, one owner load for both events.
             if not await store.record_delivered(
-                tx, attempt.id, carrier_message_id=message_id, now=now
+                tx, attempt.id, carrier_message_id=message_id, segments=segments, now=now
             ):
                 log.warning("delivery.lease_lost attempt=%s", attempt.id)
                 return Step()
@@ -114,7 +114,12 @@ class Recorder:
             seconds=self._carriers.receipt_timeout(attempt.carrier, self._receipt_timeout)
         )
         if not await store.record_sent(
-            tx, attempt.id, carrier_message_id=message_id, report_due_at=due, now=now
+            tx,
+            attempt.id,
+            carrier_message_id=message_id,
+            segments=segments,
+            report_due_at=due,
+            now=now,
         ):
             log.warning("delivery.lease_lost attempt=%s", attempt.id)
             return Step()
@@ -254,6 +259,7 @@ class Recorder:
             return  # test keys never cost anything
         await usage.count(
             tx,
+            attempt_id=attempt.id,
             account_id=state.account_id,
             day=now.date().isoformat(),
             country=state.country,

@@ -233,11 +233,12 @@ class Delivery:
         except CarrierError as error:
             return await self._submit_failed(job, error)
         now = self._clock.now()
+        segments = receipt.billed(job.sms.body)
         key = (attempt.carrier, receipt.carrier_message_id)
         recorded = self._recording[key] = asyncio.Event()
         try:
             return await self._write_job(
-                lambda tx: self._record.sent(tx, attempt, receipt, now), job
+                lambda tx: self._record.sent(tx, attempt, receipt, now, segments=segments), job
             )
         finally:
             # Only our own entry: an SMSC that reused a message id must not

@@ -57,9 +57,9 @@ def _row(row: Row) -> AttemptRow:
 _INSERT = Sql(
     "INSERT INTO attempts (id, verification_id, message_id, carrier, status, error, at,"
     " updated_at, route, position, lease_owner, lease_until, carrier_message_id,"
-    " report_due_at) VALUES (:id, :verification_id, :message_id, :carrier, :status, :error,"
-    " :now, :now, :route, :position, :lease_owner, :lease_until, :carrier_message_id,"
-    " :report_due_at)"
+    " report_due_at, segments) VALUES (:id, :verification_id, :message_id, :carrier, :status,"
+    " :error, :now, :now, :route, :position, :lease_owner, :lease_until, :carrier_message_id,"
+    " :report_due_at, :segments)"
 )
 _LOAD = Sql(f"SELECT {_COLUMNS} FROM attempts WHERE id = :attempt_id")
 _BY_CARRIER_ID = Sql(
@@ -73,14 +73,17 @@ _FROM_QUEUED = "WHERE id = :attempt_id AND status = :queued"
 _QUEUED = AttemptStatus.QUEUED.value
 # Out of a dispatcher's hands: no lease, no owner.
 _RELEASED = "lease_until = NULL, lease_owner = NULL, updated_at = :now"
+# `segments` is what the carrier bills from here on, whatever its receipt says.
 _RECORD_SENT = Sql(
     "UPDATE attempts SET status = 'sent', carrier_message_id = :carrier_message_id,"
+    " segments = :segments,"
     f" report_due_at = :report_due_at, {_RELEASED} {_FROM_QUEUED}"
 )
 # Sent and delivered in one step: a carrier that answered with a final receipt
 # at once (the sandbox).
 _RECORD_DELIVERED = Sql(
     "UPDATE attempts SET status = 'delivered', carrier_message_id = :carrier_message_id,"
+    " segments = :segments,"
     f" error = NULL, report_due_at = NULL, {_RELEASED} {_FROM_QUEUED}"
 )
 _FINISH = Sql(
@@ -101,6 +104,8 @@ class NewAttempt:
     lease_owner: str | None = None
     lease_until: datetime | None = None
     report_due_at: datetime | None = None
+    # Billed segments, once a carrier accepted the SMS.
+    segments: int | None = None
 
     def view(self, *, at: datetime, livemode: bool) -> Attempt:
         """The attempt as the API shows it."""
@@ -127,6 +132,7 @@ async def insert(tx: Tx, attempts: Sequence[NewAttempt], *, now: datetime) -> No
                 "lease_until": new.lease_until,
                 "carrier_message_id": new.row.carrier_message_id,
                 "report_due_at": new.report_due_at,
+                "segments": new.segments,
             }
             for new in attempts
         ],
@@ -177,12 +183,14 @@ async def record_sent(
     attempt_id: str,
     *,
     carrier_message_id: str,
+    segments: int,
     report_due_at: datetime,
     now: datetime,
 ) -> bool:
     params = {
         "attempt_id": attempt_id,
         "carrier_message_id": carrier_message_id,
+        "segments": segments,
         "report_due_at": report_due_at,
         "now": now,
         "queued": _QUEUED,
@@ -191,12 +199,13 @@ async def record_sent(
 
 
 async def record_delivered(
-    tx: Tx, attempt_id: str, *, carrier_message_id: str, now: datetime
+    tx: Tx, attempt_id: str, *, carrier_message_id: str, segments: int, now: datetime
 ) -> bool:
     """A queued attempt whose submit came back delivered; false if the lease was lost."""
     params = {
         "attempt_id": attempt_id,
         "carrier_message_id": carrier_message_id,
+        "segments": segments,
         "now": now,
         "queued": _QUEUED,
     }

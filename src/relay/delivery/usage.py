@@ -1,19 +1,33 @@
-"""Usage counters: one row per account, day, country, carrier and outcome of live sends."""
+"""Usage counters: one row per account, day, country, carrier and outcome of live sends.
+
+Each row counts the sends and sums the segments their carriers bill, so spend
+is segments times price. An attempt carries segments only once a carrier accepted
+it (`relay.delivery.store.record_sent`): a refused or unreachable submit adds
+its count and no segment.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 
+from relay.carriers.measured import price_in
 from relay.db.sql import Sql, Tx
 
+# One statement counts the send and adds the segments its attempt was billed,
+# read from the attempt's row (written earlier in the same transaction): there
+# is no read-then-write for concurrent writers of one counter to interleave.
+# The WHERE also settles SQLite's parse of an upsert after a SELECT.
 _COUNT = Sql(
-    "INSERT INTO usage (account_id, day, country, carrier, outcome, count)"
-    " VALUES (:account_id, :day, :country, :carrier, :outcome, 1)"
+    "INSERT INTO usage (account_id, day, country, carrier, outcome, count, segments)"
+    " SELECT :account_id, :day, :country, :carrier, :outcome, 1, COALESCE(segments, 0)"
+    " FROM attempts WHERE id = :attempt_id"
     " ON CONFLICT (account_id, day, country, carrier, outcome)"
-    " DO UPDATE SET count = usage.count + 1"
+    " DO UPDATE SET count = usage.count + 1, segments = usage.segments + excluded.segments"
 )
 _ROWS = (
-    "SELECT account_id, day, country, carrier, outcome, count FROM usage"
+    "SELECT account_id, day, country, carrier, outcome, count, segments FROM usage"
     " WHERE ({account} IS NULL OR account_id = {account})"
     " AND ({since} IS NULL OR day >= {since})"
     " ORDER BY account_id, day, country, carrier, outcome"
@@ -29,10 +43,18 @@ _TOTALS = Sql(
 
 
 async def count(
-    tx: Tx, *, account_id: str, day: str, country: str, carrier: str, outcome: str
+    tx: Tx,
+    *,
+    attempt_id: str,
+    account_id: str,
+    day: str,
+    country: str,
+    carrier: str,
+    outcome: str,
 ) -> None:
-    """One more live send with this outcome: a single upsert, safe under concurrency."""
+    """One more live send with this outcome, and its billed segments: a single upsert."""
     key = {
+        "attempt_id": attempt_id,
         "account_id": account_id,
         "day": day,
         "country": country,
@@ -50,6 +72,12 @@ class UsageRow:
     carrier: str
     outcome: str
     count: int
+    segments: int
+
+    def spend(self, prices: Mapping[str, Mapping[str, Decimal]]) -> Decimal | None:
+        """Segments times this carrier's price in this country (or its `default`); None unpriced."""
+        price = price_in(prices.get(self.carrier, {}), self.country)
+        return None if price is None else price * self.segments
 
 
 async def usage_rows(
@@ -58,7 +86,13 @@ async def usage_rows(
     rows = await tx.fetch(_USAGE_ROWS, {"account": account_id, "since": since})
     return [
         UsageRow(
-            r["account_id"], r["day"], r["country"], r["carrier"], r["outcome"], int(r["count"])
+            r["account_id"],
+            r["day"],
+            r["country"],
+            r["carrier"],
+            r["outcome"],
+            int(r["count"]),
+            int(r["segments"]),
         )
         for r in rows
     ]
