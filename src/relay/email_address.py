@@ -27,7 +27,8 @@ def parse_email(raw: str, *, param: str = "to") -> str:
             "The email channel needs an email address, such as ada@example.com.", param=param
         )
     try:
-        checked = validate_email(raw, check_deliverability=False)
+        # strict: the RFC length limits too (a local part of at most 64 characters).
+        checked = validate_email(raw, check_deliverability=False, strict=True)
     except EmailNotValidError as exc:
         raise ParameterInvalid(f"Invalid email address: {exc}", param=param) from exc
     normalized = str(checked.normalized)
