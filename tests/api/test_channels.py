@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client import REGISTRY
 
 from relay.accounts.models import NewAccount
 from relay.delivery.usage import usage_totals
@@ -226,6 +227,23 @@ def test_sms_first_keeps_its_own_scripts_and_whatsapp_delivers_as_the_fallback(
         ("whatsapp", "sandbox-whatsapp", "delivered", None),
     ]
     assert created["channel"] == "whatsapp"
+
+
+def test_attempts_are_counted_in_metrics_by_their_channel(api: httpx.Client) -> None:
+    def counted(carrier: str, outcome: str, channel: str) -> float:
+        labels = {"carrier": carrier, "country": "US", "outcome": outcome, "channel": channel}
+        return REGISTRY.get_sample_value("relay_sms_attempts_total", labels) or 0.0
+
+    before = (
+        counted("sandbox-whatsapp", "carrier_unavailable", "whatsapp"),
+        counted("sandbox", "delivered", "sms"),
+    )
+    create(api, FIRST_FAILS, channels=["whatsapp", "sms"])
+    after = (
+        counted("sandbox-whatsapp", "carrier_unavailable", "whatsapp"),
+        counted("sandbox", "delivered", "sms"),
+    )
+    assert (after[0] - before[0], after[1] - before[1]) == (1, 1)
 
 
 # --- resends ----------------------------------------------------------------------------

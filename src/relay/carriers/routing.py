@@ -49,12 +49,14 @@ CARRIER_NOT_CONFIGURED = "carrier_not_configured"
 SEND_CANCELED = "send_canceled"
 
 ERROR_MESSAGES: Mapping[str, str] = {
-    CARRIER_REJECTED: "The carrier refused this SMS.",
+    CARRIER_REJECTED: "The carrier refused this message.",
     CARRIER_UNAVAILABLE: "The carrier could not be reached or was not bound.",
-    SMS_UNDELIVERABLE: "The carrier reported that the SMS could not be delivered.",
+    # The code keeps its name on every channel: a failed WhatsApp message or bounced
+    # email is `sms_undeliverable` too, so integrations match one code.
+    SMS_UNDELIVERABLE: "The carrier reported that the message could not be delivered.",
     REPORT_TIMEOUT: "The carrier sent no delivery report in time.",
     CARRIER_NOT_CONFIGURED: "This carrier is no longer configured.",
-    SEND_CANCELED: "The code expired or was closed before this SMS was sent.",
+    SEND_CANCELED: "The code expired or was closed before this message was sent.",
 }
 
 
