@@ -9,6 +9,7 @@ import pytest
 from relay.carriers import routing
 from relay.carriers.base import Channel
 from relay.carriers.registry import CarrierConfigError, build_carriers, carrier_problems
+from relay.cli.checks import unsafe_for_live
 from relay.config import Settings
 
 CARRIERS: dict[str, Channel] = {
@@ -106,3 +107,14 @@ def test_the_test_keys_sandbox_names_are_reserved() -> None:
 def test_a_sandbox_table_with_an_unknown_channel_is_refused() -> None:
     settings = Settings(carriers={"x": {"kind": "sandbox", "channel": "fax"}})
     assert carrier_problems(settings) == ["carriers.x.channel must be 'sms', 'whatsapp' or 'email'"]
+
+
+def test_live_mode_refuses_a_channel_route_to_a_sandbox_carrier() -> None:
+    settings = Settings(
+        carriers={"wa": {"kind": "sandbox", "channel": "whatsapp"}},
+        channel_routes={"whatsapp": ["wa"], "email": ["sandbox-email"]},
+    )
+    assert unsafe_for_live(settings)[:2] == [
+        "channel_routes.whatsapp sends live messages to the sandbox carrier 'wa'",
+        "channel_routes.email sends live messages to the sandbox carrier 'sandbox-email'",
+    ]
