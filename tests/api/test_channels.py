@@ -14,7 +14,7 @@ from prometheus_client import REGISTRY
 
 from relay.accounts.models import NewAccount
 from relay.delivery.usage import usage_totals
-from tests.harness import RunningServer, ServerThread, read_db, test_settings
+from tests.harness import RunningServer, ServerThread, create_account, read_db, test_settings
 from tests.webhooks.receiver import events_of, isolated_database, wait_until
 
 DELIVERED = "+15005550006"
@@ -306,3 +306,45 @@ def test_a_live_key_without_an_email_carrier_is_refused_before_anything_is_writt
     assert (error["code"], error["param"]) == ("parameter_invalid", "channel")
     assert "email" in error["message"]
     assert live_api.get("/v1/verifications").json()["data"] == []
+
+
+# --- a later answer: no receipt in time -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def patient(tmp_path_factory: pytest.TempPathFactory, database_url: str) -> Iterator[RunningServer]:
+    """Its slow sandbox reports after two real minutes: within a test only the receipt
+    deadline, on the server's clock, moves on."""
+    url = isolated_database(database_url, "channels_patient", tmp_path_factory.mktemp("db"))
+    settings = test_settings(tmp_path_factory.mktemp("data"), url, sandbox_slow_delivery=120)
+    with ServerThread(settings) as running:
+        yield running
+
+
+def test_whatsapp_without_a_receipt_in_time_falls_back_to_sms_later(
+    patient: RunningServer,
+) -> None:
+    account = create_account(patient.settings)
+    with patient.client(account.test_key) as api:
+        created = create(api, SLOW, channels=["whatsapp", "sms"])
+        assert summary(created) == [("whatsapp", "sandbox-whatsapp", "sent", None)]
+        # Past the WhatsApp sandbox's receipt deadline, within the code's TTL.
+        patient.clock.advance(150)
+        found: dict[str, Any] = {}
+
+        def sms_delivered() -> bool:
+            found.update(api.get(f"/v1/verifications/{created['id']}").json())
+            return len(found["attempts"]) == 2 and found["attempts"][1]["status"] == "delivered"
+
+        wait_until(sms_delivered, timeout=10, what="the SMS fallback", interval=0.05)
+        assert summary(found) == [
+            ("whatsapp", "sandbox-whatsapp", "failed", "delivery_report_timeout"),
+            ("sms", "sandbox", "delivered", None),
+        ]
+        assert found["channel"] == "sms"
+        assert events(api, created["id"]) == [
+            ("verification.sent", "whatsapp"),
+            ("verification.failed", "whatsapp"),
+            ("verification.sent", "sms"),
+            ("verification.delivered", "sms"),
+        ]
