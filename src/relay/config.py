@@ -102,9 +102,11 @@ class Settings(BaseSettings):
     # Delivery layer (docs/delivery.md). `carriers` is the `[carriers.NAME]`
     # tables of the config file; `routes` maps a country or `default` to
     # carrier names, tried in order, or to a table with `carriers` and
-    # `strategy = "measured"` (relay.carriers.measured).
+    # `strategy = "measured"` (relay.carriers.measured). `channel_routes` maps
+    # `whatsapp` and `email` to carrier names of that channel, tried in order.
     carriers: dict[str, dict[str, Any]] = {}
     routes: dict[str, list[str] | dict[str, Any]] = {}
+    channel_routes: dict[str, Any] = {}
     # Seconds to wait for a delivery receipt before failing over (per carrier:
     # `receipt_timeout` in its table).
     receipt_timeout: float = Field(60.0, gt=0, le=86400)

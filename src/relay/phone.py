@@ -27,6 +27,9 @@ _SMS_REACHABLE = frozenset(
 
 @dataclass(frozen=True)
 class Destination:
+    """Where a code goes. For the email channel `e164` holds the normalized address and
+    `country` is "" (relay.verifications.destinations)."""
+
     e164: str
     country: str
 

@@ -94,8 +94,21 @@ def test_the_create_body_schema_states_the_contract_limits(document: dict[str, A
     body = document["paths"]["/v1/verifications"]["post"]["requestBody"]
     schema = resolve(document, body["content"]["application/json"]["schema"])
     properties = schema["properties"]
-    assert set(properties) == {"to", "webhook_url", "metadata", "code_length", "ttl", "locale"}
+    assert set(properties) == {
+        "to",
+        "channel",
+        "channels",
+        "webhook_url",
+        "metadata",
+        "code_length",
+        "ttl",
+        "locale",
+    }
     assert schema["required"] == ["to"]
+    assert properties["to"]["maxLength"] == 254
+    channels = properties["channels"]["anyOf"][0]
+    assert channels["uniqueItems"] is True
+    assert set(resolve(document, channels["items"])["enum"]) == {"sms", "whatsapp", "email"}
     assert (properties["code_length"]["minimum"], properties["code_length"]["maximum"]) == (4, 10)
     assert (properties["ttl"]["minimum"], properties["ttl"]["maximum"]) == (60, 3600)
     assert properties["metadata"]["maxProperties"] == 20
@@ -191,7 +204,13 @@ def test_the_send_bodies_state_the_number_and_webhook_url_rules(
     document: dict[str, Any], path: str
 ) -> None:
     properties = body_schema(document, path)["properties"]
-    assert properties["to"]["pattern"] == r"^\+[1-9][0-9]{6,14}$"
+    e164 = r"^\+[1-9][0-9]{6,14}$"
+    if path == "/v1/messages":
+        assert properties["to"]["pattern"] == e164
+    else:
+        # A verification's destination is a number, or an email address for email.
+        assert properties["to"]["anyOf"] == [{"pattern": e164}, {"format": "email"}]
+        assert properties["to"]["maxLength"] == 254
     webhook = properties["webhook_url"]
     assert webhook["pattern"].startswith("^https://")
     assert {"type": "string", "maxLength": 2048} in webhook["anyOf"]

@@ -29,6 +29,34 @@ def test_unset_fields_are_left_out_of_the_body() -> None:
     assert call.body == {"to": "+14155550100", "ttl": 300}
 
 
+def test_channels_go_on_the_wire_as_a_list_in_their_order() -> None:
+    call = calls.create_verification(
+        "+14155550100",
+        channels=("whatsapp", "sms"),
+        webhook_url=None,
+        metadata=None,
+        code_length=None,
+        ttl=None,
+        locale=None,
+        idempotency_key=None,
+    )
+    assert call.body == {"to": "+14155550100", "channels": ["whatsapp", "sms"]}
+
+
+def test_one_channel_goes_on_the_wire_as_channel() -> None:
+    call = calls.create_verification(
+        "ada@example.com",
+        channel="email",
+        webhook_url=None,
+        metadata=None,
+        code_length=None,
+        ttl=None,
+        locale=None,
+        idempotency_key=None,
+    )
+    assert call.body == {"to": "ada@example.com", "channel": "email"}
+
+
 def test_created_bounds_use_the_apis_bracket_names() -> None:
     moment = datetime(2024, 5, 1, 12, tzinfo=UTC)
     call = calls.list_verifications(

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from relay.accounts.models import NewAccount
-from relay_client import Relay
+from relay_client import InvalidRequestError, Relay
 from tests.client.conftest import fresh_number
 
 
@@ -26,6 +26,37 @@ def test_create_returns_a_pending_verification_with_its_first_attempt(relay: Rel
     assert verification["metadata"] == {"user": "42"}
     assert verification["remaining_checks"] == 5
     assert len(verification["attempts"]) == 1
+
+
+def test_a_verification_shows_its_channel_and_each_attempt_its_own(relay: Relay) -> None:
+    created = relay.verifications.create(fresh_number())
+    assert created["channel"] == "sms"
+    assert [a["channel"] for a in created["attempts"]] == ["sms"]
+    assert created["country"] == "US"
+
+
+def test_whatsapp_that_fails_falls_back_to_sms_with_the_same_verification(relay: Relay) -> None:
+    # The sandbox's WhatsApp route is down for +15005550001: the next channel delivers.
+    created = relay.verifications.create("+15005550001", channels=["whatsapp", "sms"])
+    assert [(a["channel"], a["status"]) for a in created["attempts"]] == [
+        ("whatsapp", "failed"),
+        ("sms", "delivered"),
+    ]
+    assert created["channel"] == "sms"
+    assert relay.verifications.check("000000", id=created["id"])["verified"] is True
+
+
+def test_an_email_verification_has_no_country_and_is_checked_by_address(relay: Relay) -> None:
+    to = f"client-{fresh_number()[1:]}@example.com"
+    created = relay.verifications.create(to, channel="email")
+    assert (created["channel"], created["country"], created["to"]) == ("email", None, to)
+    assert relay.verifications.check("000000", to=to)["id"] == created["id"]
+
+
+def test_a_channel_mismatch_is_an_invalid_request_naming_to(relay: Relay) -> None:
+    with pytest.raises(InvalidRequestError) as raised:
+        relay.verifications.create(fresh_number(), channel="email")
+    assert (raised.value.code, raised.value.param) == ("parameter_invalid", "to")
 
 
 def test_check_with_the_test_code_approves_the_verification(relay: Relay) -> None:

@@ -129,3 +129,38 @@ def test_a_measured_route_with_prices_passes_the_check(tmp_path: Path, env: dict
     )
     checked = relay("config", "check", os.fspath(path), env=env)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_the_check_refuses_a_carrier_of_the_wrong_channel_and_unknown_names(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    path = write(
+        tmp_path,
+        '[carriers.op]\nkind = "sandbox"\n'
+        '[carriers.wa]\nkind = "sandbox"\nchannel = "whatsapp"\n'
+        '[routes]\ndefault = ["wa"]\n'
+        '[channel_routes]\nwhatsapp = ["op"]\nemail = ["nobody"]\n',
+    )
+    checked = relay("config", "check", os.fspath(path), env=env)
+    assert checked.returncode != 0
+    problems = checked.stdout.splitlines()
+    assert len(problems) == 3, checked.stdout
+    for named in (
+        "route 'default' takes sms carriers only, not: wa (whatsapp)",
+        "channel_routes.whatsapp takes whatsapp carriers only, not: op (sms)",
+        "channel_routes.email names unknown carriers: nobody",
+    ):
+        assert any(named in line for line in problems), checked.stdout
+
+
+def test_channel_routes_of_the_right_channels_pass_the_check(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    path = write(
+        tmp_path,
+        '[carriers.op]\nkind = "sandbox"\n'
+        '[carriers.wa]\nkind = "sandbox"\nchannel = "whatsapp"\n'
+        '[routes]\ndefault = ["op"]\n[channel_routes]\nwhatsapp = ["wa"]\n',
+    )
+    checked = relay("config", "check", os.fspath(path), env=env)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -66,6 +66,24 @@ def test_the_api_does_not_take_a_console_cookie_for_a_key(
     assert answer.status_code == 401
 
 
+def test_an_email_address_is_looked_up_and_listed_masked(
+    server: RunningServer, browser: httpx.Client
+) -> None:
+    account = create_account(server.settings)
+    with server.client(account.test_key) as api:
+        created = api.post(
+            "/v1/verifications", json={"to": "grace@example.com", "channel": "email"}
+        ).json()
+    browser.post("/console/sign-in", data={"secret": account.test_key})
+    found = browser.get("/console/lookup", params={"q": "grace@EXAMPLE.com"})
+    assert found.status_code == 200, found.text
+    assert created["id"] in found.text
+    assert "grace@example.com" not in found.text
+    assert "g••••@example.com" in found.text
+    refused = browser.get("/console/lookup", params={"q": "grace@"})
+    assert refused.status_code == 400
+
+
 def test_wrong_keys_are_rate_limited_per_address(browser: httpx.Client) -> None:
     answers = [
         browser.post("/console/sign-in", data={"secret": "sk_test_" + "y" * 32}).status_code

@@ -46,11 +46,13 @@ def server(tmp_path_factory: pytest.TempPathFactory, database_url: str) -> Itera
         carriers={
             "near": {"kind": "sandbox", "prices": {"FR": 0.05}},
             "far": {"kind": "sandbox", "prices": {"default": 0.08}},
+            "wa": {"kind": "sandbox", "channel": "whatsapp"},
         },
         routes={
             "FR": {"carriers": ["near", "far"], "strategy": "measured", "min_sample": 2},
             "default": ["far"],
         },
+        channel_routes={"whatsapp": ["wa"]},
     )
     with ServerThread(settings) as running:
         yield running
@@ -133,6 +135,8 @@ def test_the_admin_sees_each_countrys_order_now_with_its_reasons_and_figures(
     assert cells(page, "US") == [
         ["1", "far", "configured order", "2", "100.0%", "0 s", "0 s", "50.0%", "0.08"],
     ]
+    assert "whatsapp · ordered" in page.text_content("#route-whatsapp")
+    assert [row[:3] for row in cells(page, "whatsapp")] == [["1", "wa", "configured order"]]
     context.close()
 
 

@@ -41,7 +41,13 @@ def check_every_counter(serving: Serving) -> None:
     assert grew("relay_verifications_approved_total", mode="test") == 2
     assert grew("relay_verifications_created_total", mode="live", channel="sms") == 0
     assert (
-        grew("relay_sms_attempts_total", carrier="sandbox", country=country, outcome="delivered")
+        grew(
+            "relay_sms_attempts_total",
+            carrier="sandbox",
+            country=country,
+            outcome="delivered",
+            channel="sms",
+        )
         == 3
     )
     assert (
@@ -50,6 +56,7 @@ def check_every_counter(serving: Serving) -> None:
             carrier="sandbox",
             country=country,
             outcome="carrier_unavailable",
+            channel="sms",
         )
         == 1
     )
@@ -59,6 +66,7 @@ def check_every_counter(serving: Serving) -> None:
             carrier="sandbox-backup",
             country=country,
             outcome="delivered",
+            channel="sms",
         )
         == 1
     )

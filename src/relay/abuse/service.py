@@ -62,13 +62,22 @@ class AbuseGuard:
         return await self.refusal(tx, scope, destination, seen, opens=opens, now=now)
 
     async def look(
-        self, tx: Tx, scope: Scope, destination: Destination, *, now: datetime
+        self,
+        tx: Tx,
+        scope: Scope,
+        destination: Destination,
+        *,
+        now: datetime,
+        channel: str = "sms",
     ) -> store.SendContext:
         """Everything a send is decided on, and the number's pending verification, in one
-        round trip."""
+        round trip. `channel`: the one the send asks for first (verifications per hour
+        count per destination and channel)."""
         number, day, hour = destination.e164, window_start(now, DAY), window_start(now, HOUR)
         account_day = window_start(now, DAY, step_of(Kind.ACCOUNT))
-        subjects = self._subjects(destination)
+        # An email address has no prefix or country: its read names subjects that
+        # nothing writes, so the one statement keeps its shape.
+        subjects = self._subjects(destination) or _NO_SUBJECTS
         return await store.before_send(
             tx,
             scope,
@@ -82,6 +91,7 @@ class AbuseGuard:
             opened_since=now - HOUR,
             # The cap looks at the newest `cap` of them (`_too_many_verifications`).
             recent=self._verifications_cap(scope),
+            channel=channel,
         )
 
     async def refusal(
@@ -163,7 +173,8 @@ class AbuseGuard:
             await store.add_failed_check(tx, scope, destination.e164, at=now)
             return
         rows = [(kind, subject, 0, 1, 0) for kind, subject in self._subjects(destination)]
-        await store.bump_many(tx, scope, rows, at=now)
+        if rows:
+            await store.bump_many(tx, scope, rows, at=now)
 
     async def prune(self, tx: Tx, *, now: datetime) -> int:
         pruned = await store.prune(tx, counters_before=window_start(now, DAY) - BUCKET, now=now)
@@ -239,7 +250,16 @@ class AbuseGuard:
 
     @staticmethod
     def _subjects(destination: Destination) -> tuple[tuple[Kind, str], ...]:
+        """The prefix and country the pumping guard counts; none for an email address
+        (no termination fee to pump, no country to route or bill by)."""
+        if not destination.country:
+            return ()
         return ((Kind.PREFIX, prefix_of(destination.e164)), (Kind.COUNTRY, destination.country))
+
+
+# Windows and blocks read for a destination without a prefix or country: "" is a
+# subject no send of those kinds writes.
+_NO_SUBJECTS: tuple[tuple[Kind, str], ...] = ((Kind.PREFIX, ""), (Kind.COUNTRY, ""))
 
 
 def _log_block(

@@ -65,16 +65,19 @@ _BLOCK_PART = (
 _NUMBER_COLUMNS = (
     f"'verification', {_NO_TEXT}, {_NO_TEXT}, created_at, expires_at, 0, 0, 0, id, status"
 )
-# The number's pending verification (its unique partial index), then its newest
-# closed ones, newest first by id (ids sort by creation), at most `:recent` of them,
-# kept if opened since `:opened_since`. A number that integration suites reuse
+# The number's pending verification (its unique partial index), on any channel,
+# then its newest closed ones that asked for `:channel` first (limits count per
+# destination and channel), newest first by id (ids sort by creation), at most
+# `:recent` of them, kept if opened since `:opened_since`. A number that integration suites reuse
 # (the sandbox's) gathers verifications by the thousand: a condition on
 # `created_at` alone would read every one of them on each send.
 _NUMBER_PARTS = (
     f"SELECT {_NUMBER_COLUMNS} FROM verifications WHERE {_SCOPE} AND to_number = :to"
     " AND status = 'pending'",
     f"SELECT * FROM (SELECT {_NUMBER_COLUMNS} FROM verifications WHERE {_SCOPE}"
-    " AND to_number = :to AND status <> 'pending' ORDER BY id DESC LIMIT :recent) AS newest"
+    " AND to_number = :to AND status <> 'pending'"
+    " AND (channels = :channel OR channels LIKE :channel_first)"
+    " ORDER BY id DESC LIMIT :recent) AS newest"
     " WHERE created_at > :opened_since",
 )
 _BEFORE_SEND = Sql(
@@ -204,12 +207,21 @@ async def before_send(
     *,
     opened_since: datetime,
     recent: int,
+    channel: str = "sms",
 ) -> SendContext:
     """Four distinct windows, two block subjects and the number's verifications, at once:
-    its pending one, and of those opened since `opened_since` the newest `recent`."""
+    its pending one, and of those opened since `opened_since` on `channel` first the
+    newest `recent`."""
     if len(windows) != _WINDOWS or len(blocks) != _BLOCKS:
         raise ValueError(f"{_WINDOWS} windows and {_BLOCKS} block subjects")
-    params = {**_scope(scope), "to": to, "opened_since": opened_since, "recent": recent}
+    params = {
+        **_scope(scope),
+        "to": to,
+        "opened_since": opened_since,
+        "recent": recent,
+        "channel": channel,
+        "channel_first": f"{channel},%",
+    }
     for i, (kind, subject, since) in enumerate(windows):
         params.update({f"kind_{i}": kind.value, f"subject_{i}": subject, f"since_{i}": since})
     for i, (kind, subject) in enumerate(blocks):

@@ -1,4 +1,4 @@
-"""The port every SMS carrier implements, and the values that cross it.
+"""The port every carrier implements, and the values that cross it.
 
 Carriers are edges: they speak a network protocol. The failover policy that
 decides what to do with their answers lives in `relay.carriers.routing` and is
@@ -15,6 +15,13 @@ from typing import Literal, Protocol, runtime_checkable
 from relay.sms.encoding import segment_count
 
 ReportStatus = Literal["delivered", "failed"]
+
+# What a carrier reaches people through. A verification asks for one or an ordered
+# list of them; each carrier serves exactly one (`Carrier.channel`).
+Channel = Literal["sms", "whatsapp", "email"]
+CHANNELS: tuple[Channel, ...] = ("sms", "whatsapp", "email")
+# Channels whose destination is a phone number (E.164); `email`'s is an address.
+PHONE_CHANNELS: frozenset[Channel] = frozenset({"sms", "whatsapp"})
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,10 @@ class OutboundSms:
     sender: str
     body: str
     passcode: Passcode | None = None
+    # Sent on a channel its verification falls back to, not the first one it asked
+    # for. Carriers send the same either way; the sandbox scripts its magic
+    # destinations on the first channel only, so that fallback can be tried.
+    fallback_channel: bool = False
 
 
 @dataclass(frozen=True)
@@ -109,10 +120,14 @@ ReportSink = Callable[[DeliveryReport], Awaitable[None]]
 
 
 class Carrier(Protocol):
-    """An SMS route. `start` wires the sink that receives delivery reports."""
+    """A route to people on one channel. `start` wires the sink that receives delivery
+    reports. `channel` never changes: routes are checked against it."""
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def channel(self) -> Channel: ...
 
     async def start(self, reports: ReportSink) -> None: ...
 

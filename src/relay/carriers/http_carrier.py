@@ -28,6 +28,7 @@ from relay.carriers.base import (
     CarrierRejected,
     CarrierThrottled,
     CarrierUnavailable,
+    Channel,
     DeliveryReport,
     OutboundSms,
     ReportSink,
@@ -174,6 +175,10 @@ class HttpCarrier:
     @property
     def name(self) -> str:
         return self._settings.name
+
+    @property
+    def channel(self) -> Channel:
+        return "sms"
 
     @property
     def status_callback_url(self) -> str:

@@ -1,4 +1,4 @@
-"""Carriers and routes from the config file: `[carriers.NAME]` tables and `[routes]`.
+"""Carriers and routes from the config file: `[carriers.NAME]`, `[routes]`, `[channel_routes]`.
 
     [carriers.operator-a]
     kind = "smpp"              # or "http" (provider = "twilio", ...), "whatsapp", "smtp", "sandbox"
@@ -12,7 +12,13 @@
     FR = ["operator-a", "operator-b"]
     default = ["operator-b"]
 
-The two sandbox carriers of test keys (`sandbox`, `sandbox-backup`) always exist.
+    [channel_routes]           # carriers of the other channels, in failover order
+    whatsapp = ["meta"]
+    email = ["mail"]
+
+The sandbox carriers of test keys (`sandbox`, `sandbox-backup`, `sandbox-whatsapp`,
+`sandbox-email`) always exist. Each carrier serves one channel (`Carrier.channel`);
+a route naming a carrier of another channel is refused.
 """
 
 from __future__ import annotations
@@ -24,12 +30,12 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from relay.carriers.base import Carrier, OutboundSms
+from relay.carriers.base import CHANNELS, Carrier, Channel, OutboundSms
 from relay.carriers.http_carrier import HttpSettings
 from relay.carriers.measured import parse_prices, price_in
 from relay.carriers.providers import http_carrier, http_settings
 from relay.carriers.routing import RouteTable, parse_routes, route_carriers
-from relay.carriers.sandbox import BACKUP, PRIMARY, SandboxCarrier
+from relay.carriers.sandbox import PRIMARY, TEST_KEY_CARRIERS, SandboxCarrier
 from relay.carriers.smpp import SmppCarrier, SmppSettings
 from relay.carriers.smtp import SmtpCarrier, SmtpSettings
 from relay.carriers.whatsapp import WhatsAppCarrier, WhatsAppSettings
@@ -65,19 +71,24 @@ class CarrierSet:
     def receipt_timeout(self, name: str, default: float) -> float:
         return self.receipt_timeouts.get(name, default)
 
+    def channels(self) -> dict[str, Channel]:
+        """Every carrier's channel, by name."""
+        return {name: carrier.channel for name, carrier in self.carriers.items()}
+
 
 def build_carriers(
     settings: Settings, *, clock: Callable[[], datetime] | None = None
 ) -> CarrierSet:
     sent: deque[OutboundSms] = deque(maxlen=1000)
     slow = settings.sandbox_slow_delivery
-    primary = SandboxCarrier(PRIMARY, sent=sent, slow_delivery=slow, clock=clock)
     carriers: dict[str, Carrier] = {
-        PRIMARY: primary,
-        BACKUP: SandboxCarrier(BACKUP, sent=sent, slow_delivery=slow, clock=clock),
+        name: SandboxCarrier(name, channel=channel, sent=sent, slow_delivery=slow, clock=clock)
+        for name, channel in TEST_KEY_CARRIERS.items()
     }
+    primary = carriers[PRIMARY]
+    assert isinstance(primary, SandboxCarrier)
     sandbox_timeout = slow + SANDBOX_RECEIPT_MARGIN
-    timeouts = {PRIMARY: sandbox_timeout, BACKUP: sandbox_timeout}
+    timeouts = {name: sandbox_timeout for name in TEST_KEY_CARRIERS}
     connected: set[str] = set()
     prices: dict[str, dict[str, Decimal]] = {}
     for name, table in settings.carriers.items():
@@ -89,8 +100,9 @@ def build_carriers(
         prices[name] = _prices(name, table.get("prices", {}))
         if isinstance(carrier, SmppCarrier):
             connected.add(name)
+    channels = {name: carrier.channel for name, carrier in carriers.items()}
     try:
-        routes = parse_routes(settings.routes, list(carriers))
+        routes = parse_routes(settings.routes, channels, settings.channel_routes)
     except ValueError as exc:
         raise CarrierConfigError(f"routes: {exc}") from exc
     return CarrierSet(carriers, routes, timeouts, frozenset(connected), primary, prices)
@@ -121,7 +133,19 @@ def _build_one(
     if isinstance(spec, SmtpSettings):
         return SmtpCarrier(spec, clock=clock), timeout
     slow = settings.sandbox_slow_delivery
-    return SandboxCarrier(name, sent=sent, slow_delivery=slow, clock=clock), timeout
+    channel = sandbox_channel(name, table)
+    return SandboxCarrier(
+        name, channel=channel, sent=sent, slow_delivery=slow, clock=clock
+    ), timeout
+
+
+def sandbox_channel(name: str, table: Mapping[str, Any]) -> Channel:
+    """A `kind = "sandbox"` table's `channel` (SMS unless it says otherwise)."""
+    found = table.get("channel", "sms")
+    channel = next((c for c in CHANNELS if c == found), None)
+    if channel is None:
+        raise CarrierConfigError(f"carriers.{name}.channel must be 'sms', 'whatsapp' or 'email'")
+    return channel
 
 
 def _spec(
@@ -152,6 +176,7 @@ def _spec(
             options.setdefault("status_callback_url", _callback_url(name, settings))
             return WhatsAppSettings(name=name, **options), timeout
         if kind == "sandbox":
+            sandbox_channel(name, options)
             return None, timeout
     except TypeError as exc:
         raise CarrierConfigError(f"carriers.{name}: {exc}") from exc
@@ -177,23 +202,42 @@ def _smtp_settings(name: str, options: dict[str, Any]) -> SmtpSettings:
 def carrier_problems(settings: Settings) -> list[str]:
     """Every mistake in the carriers and routes tables at once, without opening anything."""
     problems: list[str] = []
+    known: dict[str, Channel] = dict(TEST_KEY_CARRIERS)
     for name, table in settings.carriers.items():
-        if name in (PRIMARY, BACKUP):
+        if name in TEST_KEY_CARRIERS:
             problems.append(f"carriers.{name}: this name is reserved for test keys")
             continue
         try:
             _spec(name, table, settings)
         except CarrierConfigError as exc:
             problems.append(str(exc))
-    # A route is checked against every named carrier, even one whose table is wrong:
-    # that mistake is already reported once.
-    known = [PRIMARY, BACKUP, *settings.carriers]
+        # A route is checked against every named carrier, even one whose table is
+        # wrong: that mistake is already reported once.
+        known[name] = carrier_channel(table)
     for key, value in settings.routes.items():
         try:
             parse_routes({key: value}, known)
         except ValueError as exc:
             problems.append(f"routes: {exc}")
+    for key, value in settings.channel_routes.items():
+        try:
+            parse_routes({}, known, {key: value})
+        except ValueError as exc:
+            problems.append(f"routes: {exc}")
     return problems
+
+
+def carrier_channel(table: Mapping[str, Any]) -> Channel:
+    """The channel a carrier table's kind serves, without building it (SMS when unsure)."""
+    kind = table.get("kind")
+    if kind == "sandbox":
+        found = table.get("channel", "sms")
+        return next((c for c in CHANNELS if c == found), "sms")
+    return _KIND_CHANNELS.get(str(kind), "sms")
+
+
+# Kinds of carrier that serve another channel than SMS, by `kind`.
+_KIND_CHANNELS: dict[str, Channel] = {"whatsapp": "whatsapp", "smtp": "email"}
 
 
 def route_names(key: str, value: object) -> tuple[str, ...]:
@@ -206,9 +250,9 @@ def route_names(key: str, value: object) -> tuple[str, ...]:
 
 
 def sandbox_carriers(settings: Settings) -> set[str]:
-    """Carrier names that never send an SMS: the test keys' two and any `kind = "sandbox"`."""
+    """Carrier names that never send anything: the test keys' own and any `kind = "sandbox"`."""
     named = {name for name, table in settings.carriers.items() if table.get("kind") == "sandbox"}
-    return named | {PRIMARY, BACKUP}
+    return named | set(TEST_KEY_CARRIERS)
 
 
 def _callback_url(name: str, settings: Settings) -> str:

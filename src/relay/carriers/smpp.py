@@ -58,6 +58,7 @@ from relay.carriers.base import (
     CarrierRejected,
     CarrierThrottled,
     CarrierUnavailable,
+    Channel,
     DeliveryReport,
     OutboundSms,
     ReportSink,
@@ -171,6 +172,10 @@ class SmppCarrier:
     @property
     def name(self) -> str:
         return self._settings.name
+
+    @property
+    def channel(self) -> Channel:
+        return "sms"
 
     @property
     def bound_sessions(self) -> int:

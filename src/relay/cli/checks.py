@@ -98,6 +98,13 @@ def unsafe_for_live(settings: Settings, *, demo: bool = False) -> list[str]:
         if name in sandbox_carriers(settings)
     ]
     unsafe += [
+        f"channel_routes.{channel} sends live messages to the sandbox carrier {name!r}"
+        for channel, names in settings.channel_routes.items()
+        if isinstance(names, list)
+        for name in names
+        if name in sandbox_carriers(settings)
+    ]
+    unsafe += [
         f"webhook_allowed_networks lets webhooks reach loopback ({network})"
         for network in settings.webhook_allowed_networks
         if any(network.overlaps(loopback) for loopback in LOOPBACK)

@@ -57,7 +57,11 @@ _DELIVERIES = Sql(
 
 
 def masked(number: str) -> str:
-    """+33612345678 -> +•••••••5678: enough to tell two numbers apart, not to dial one."""
+    """+33612345678 -> +•••••••5678: enough to tell two numbers apart, not to dial one.
+    An email address keeps its first letter and its domain: a•••@example.com."""
+    if "@" in number:
+        local, domain = number.rsplit("@", 1)
+        return local[:1] + "•" * max(len(local) - 1, 3) + "@" + domain
     if len(number) <= 4:
         return "•" * len(number)
     head = "+" if number.startswith("+") else ""

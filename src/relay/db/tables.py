@@ -105,11 +105,15 @@ verifications = Table(
     Column("id", String(40), primary_key=True),
     Column("account_id", String(40), ForeignKey("accounts.id"), nullable=False),
     Column("livemode", Boolean, nullable=False),
-    Column("to_number", String(16), nullable=False),
+    # An E.164 number, or an email address (at most 254 characters) for `email`.
+    Column("to_number", String(254), nullable=False),
+    # "" for an email address: it has no country (migration 0016).
     Column("country", String(2), nullable=False),
     Column("sender", String(60), nullable=False),
     Column("locale", String(35), nullable=False),
     Column("code_length", Integer, nullable=False),
+    # The channels its latest send asked for, in order, comma-separated ("whatsapp,sms").
+    Column("channels", String(40), nullable=False, server_default=text("'sms'")),
     Column("code_mac", LargeBinary, nullable=False),
     # Erased when the verification closes: only a pending one may need a resend.
     Column("sealed_code", LargeBinary),
@@ -187,6 +191,10 @@ attempts = Table(
     # which one this attempt is; the dispatcher's lease; the receipt deadline.
     Column("route", JSON),
     Column("position", Integer, nullable=False, server_default=text("0")),
+    # The channel of this attempt's carrier, and of each carrier of its route
+    # (NULL: every one SMS), so failover knows the next one's (migration 0016).
+    Column("channel", String(16), nullable=False, server_default=text("'sms'")),
+    Column("route_channels", JSON),
     Column("lease_until", UtcDateTime),
     Column("lease_owner", String(40)),
     Column("report_due_at", UtcDateTime),
@@ -329,9 +337,10 @@ abuse_counters = Table(
     metadata,
     Column("account_id", String(40), ForeignKey("accounts.id"), primary_key=True),
     Column("livemode", Boolean, primary_key=True),
-    # kind: prefix | country | number | account; subject: the prefix, country, number or "".
+    # kind: prefix | country | number | account; subject: the prefix, country, number
+    # (or email address: migration 0016) or "".
     Column("kind", String(16), primary_key=True),
-    Column("subject", String(16), primary_key=True),
+    Column("subject", String(254), primary_key=True),
     Column("bucket", UtcDateTime, primary_key=True),
     # Shared rows (account, country, prefix) are split over a few shards, one picked
     # per send: on PostgreSQL concurrent upserts of one row wait for each other's commit.

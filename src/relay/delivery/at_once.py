@@ -132,7 +132,7 @@ def _failed(
     planned.answers.append(Answer(attempt.id, "failed", last=position is None))
     if position is None:
         return None
-    return job.following(store.queued(attempt.owner, attempt.route, position))
+    return job.following(store.queued(attempt.owner, attempt.route, position, attempt.channels))
 
 
 # isinstance() against a runtime-checkable Protocol walks the protocol's members

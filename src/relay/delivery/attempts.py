@@ -1,4 +1,4 @@
-"""Attempts, pure: one try of one SMS on one carrier, shared by verifications and messages."""
+"""Attempts, pure: one try of one message on one carrier, shared by verifications and messages."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ class Attempt:
     at: datetime
     error: dict[str, Any] | None
     livemode: bool
+    channel: str = "sms"
 
     def to_api(self) -> dict[str, Any]:
         return {
@@ -32,6 +33,7 @@ class Attempt:
             "object": "attempt",
             "livemode": self.livemode,
             "status": self.status.value,
+            "channel": self.channel,
             "carrier": self.carrier,
             "at": isoformat(self.at),
             "error": self.error,

@@ -27,12 +27,15 @@ class Job:
             sender=draft.sender,
             body=draft.body,
             passcode=draft.passcode,
+            fallback_channel=attempt.fallback_channel,
         )
         return cls(attempt, sms, draft.expires_at)
 
     def following(self, attempt: AttemptRow) -> Job:
-        """The failover attempt's job: the same SMS, under the new attempt's id."""
-        sms = dataclasses.replace(self.sms, attempt_id=attempt.id)
+        """The failover attempt's job: the same message, under the new attempt's id."""
+        sms = dataclasses.replace(
+            self.sms, attempt_id=attempt.id, fallback_channel=attempt.fallback_channel
+        )
         return Job(attempt, sms, self.expires_at)
 
 

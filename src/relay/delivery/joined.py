@@ -11,16 +11,17 @@ from relay.delivery.attempts import Attempt, AttemptStatus
 # statement (one owner, one round trip): the attempt's columns under names of their own.
 JOINED_ATTEMPT_COLUMNS = (
     "a.id AS attempt_id, a.status AS attempt_status, a.carrier AS attempt_carrier,"
-    " a.at AS attempt_at, a.error AS attempt_error"
+    " a.at AS attempt_at, a.error AS attempt_error, a.channel AS attempt_channel"
 )
 _ATTEMPTS_OF_VERIFICATIONS = Sql(
     "SELECT a.verification_id, a.id AS attempt_id, a.status AS attempt_status,"
-    " a.carrier AS attempt_carrier, a.at AS attempt_at, a.error AS attempt_error"
-    " FROM attempts a WHERE a.verification_id IN (SELECT value FROM json_each(:ids))"
+    " a.carrier AS attempt_carrier, a.at AS attempt_at, a.error AS attempt_error,"
+    " a.channel AS attempt_channel FROM attempts a"
+    " WHERE a.verification_id IN (SELECT value FROM json_each(:ids))"
     " ORDER BY a.verification_id, a.id",
     postgres="SELECT a.verification_id, a.id AS attempt_id, a.status AS attempt_status,"
-    " a.carrier AS attempt_carrier, a.at AS attempt_at, a.error AS attempt_error"
-    " FROM attempts a"
+    " a.carrier AS attempt_carrier, a.at AS attempt_at, a.error AS attempt_error,"
+    " a.channel AS attempt_channel FROM attempts a"
     " WHERE a.verification_id IN (SELECT json_array_elements_text(CAST(:ids AS json)))"
     " ORDER BY a.verification_id, a.id",
 )
@@ -34,6 +35,7 @@ def _joined_attempt(row: Row, livemode: bool) -> Attempt:
         at=moment(row["attempt_at"]),
         error=document(row["attempt_error"]),
         livemode=livemode,
+        channel=row["attempt_channel"] or "sms",
     )
 
 

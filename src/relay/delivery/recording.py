@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from relay.carriers import routing
-from relay.carriers.base import DeliveryReport, SubmitReceipt
+from relay.carriers.base import Channel, DeliveryReport, SubmitReceipt
 from relay.carriers.registry import CarrierSet
 from relay.db.sql import Tx
 from relay.delivery import early_reports, store, usage
@@ -57,9 +57,10 @@ class Recorder:
         route: tuple[str, ...],
         position: int,
         now: datetime,
+        channels: tuple[Channel, ...] | None = None,
     ) -> AttemptRow:
         """Write a queued attempt; this process leases it if it will submit it, else none does."""
-        attempt = store.queued(owner, route, position)
+        attempt = store.queued(owner, route, position, channels)
         until = now if self.leased_to is None else now + self._lease
         await store.insert_queued(
             tx, attempt, now=now, lease_owner=self.leased_to, lease_until=until
@@ -181,7 +182,9 @@ class Recorder:
         await self._count(tx, state, attempt, str(failure.error["code"]), now)
         if position is None or not state.is_open:
             return Step(latest=state.snapshot)
-        following = await self.queue(tx, attempt.owner, attempt.route, position, now)
+        following = await self.queue(
+            tx, attempt.owner, attempt.route, position, now, attempt.channels
+        )
         return Step(following, state.snapshot)
 
     async def expires_at(self, tx: Tx, attempt: AttemptRow, now: datetime) -> datetime:
@@ -254,7 +257,13 @@ class Recorder:
     async def _count(
         self, tx: Tx, state: OwnerState, attempt: AttemptRow, outcome: str, now: datetime
     ) -> None:
-        observe.sms_attempt(tx, carrier=attempt.carrier, country=state.country, outcome=outcome)
+        observe.sms_attempt(
+            tx,
+            carrier=attempt.carrier,
+            country=state.country,
+            outcome=outcome,
+            channel=attempt.channel,
+        )
         if not state.livemode:
             return  # test keys never cost anything
         await usage.count(

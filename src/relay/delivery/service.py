@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from relay.abuse.models import country_allowed
 from relay.accounts.models import Caller
 from relay.carriers import routing
-from relay.carriers.base import CarrierError, DeliveryReport
+from relay.carriers.base import CarrierError, Channel, DeliveryReport
 from relay.carriers.registry import CarrierSet
 from relay.clock import Clock
 from relay.db.driver import Db
@@ -153,6 +153,7 @@ class Delivery:
         opened: object,
         livemode: bool,
         now: datetime,
+        channels: tuple[Channel, ...] | None = None,
     ) -> Submitted:
         """Inside the owner's creating transaction: open its first attempt, submitting it
         here through carriers that answer without I/O, failing over while the next one
@@ -161,9 +162,9 @@ class Delivery:
         `opened` is the owner as this transaction made it. Returns the job this process
         still submits over the network (after the commit, with `finish`), and the owner
         with its attempts. A process that does not dispatch submits nothing: a dispatch
-        loop (`relay worker`) claims the attempt.
+        loop (`relay worker`) claims the attempt. `channels`: each carrier's (None: SMS).
         """
-        first = store.queued(owner, route, 0)
+        first = store.queued(owner, route, 0, channels)
         if not self.dispatching:
             planned = at_once.Plan([store.NewAttempt(first, lease_until=now)])
         else:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from relay.carriers.base import CHANNELS, Channel
 from relay.db.sql import Row, Sql, Tx, document
 from relay.delivery.attempts import Attempt, AttemptStatus
 from relay.delivery.owners import OwnerRef
@@ -28,6 +29,17 @@ class AttemptRow:
     route: tuple[str, ...]
     position: int
     carrier_message_id: str | None
+    # The channel of each carrier of `route`, in the same order.
+    channels: tuple[Channel, ...]
+
+    @property
+    def channel(self) -> Channel:
+        return self.channels[self.position]
+
+    @property
+    def fallback_channel(self) -> bool:
+        """On a channel after the first one its owner asked for."""
+        return self.channel != self.channels[0]
 
     @property
     def owner(self) -> OwnerRef:
@@ -37,29 +49,47 @@ class AttemptRow:
         return OwnerRef("message", self.message_id)
 
 
-_COLUMNS = "id, verification_id, message_id, carrier, status, route, position, carrier_message_id"
+_COLUMNS = (
+    "id, verification_id, message_id, carrier, status, route, position, carrier_message_id,"
+    " route_channels"
+)
+
+
+def _channels(raw: object, length: int) -> tuple[Channel, ...]:
+    """A route's channels as written; a route written before channels existed is all SMS."""
+    found = document(raw) if raw is not None else None
+    if not isinstance(found, list) or len(found) != length:
+        return _all_sms(length)
+    known: list[Channel] = [next((c for c in CHANNELS if c == value), "sms") for value in found]
+    return tuple(known)
+
+
+def _all_sms(length: int) -> tuple[Channel, ...]:
+    sms: Channel = "sms"
+    return (sms,) * length
 
 
 def _row(row: Row) -> AttemptRow:
-    route = document(row["route"])
+    route = tuple(document(row["route"]) or (row["carrier"],))
     return AttemptRow(
         id=row["id"],
         verification_id=row["verification_id"],
         message_id=row["message_id"],
         carrier=row["carrier"],
         status=AttemptStatus(row["status"]),
-        route=tuple(route or (row["carrier"],)),
+        route=route,
         position=row["position"],
         carrier_message_id=row["carrier_message_id"],
+        channels=_channels(row["route_channels"], len(route)),
     )
 
 
 _INSERT = Sql(
     "INSERT INTO attempts (id, verification_id, message_id, carrier, status, error, at,"
     " updated_at, route, position, lease_owner, lease_until, carrier_message_id,"
-    " report_due_at, segments) VALUES (:id, :verification_id, :message_id, :carrier, :status,"
-    " :error, :now, :now, :route, :position, :lease_owner, :lease_until, :carrier_message_id,"
-    " :report_due_at, :segments)"
+    " report_due_at, segments, channel, route_channels) VALUES (:id, :verification_id,"
+    " :message_id, :carrier, :status, :error, :now, :now, :route, :position, :lease_owner,"
+    " :lease_until, :carrier_message_id, :report_due_at, :segments, :channel, :route_channels)"
 )
 _LOAD = Sql(f"SELECT {_COLUMNS} FROM attempts WHERE id = :attempt_id")
 _BY_CARRIER_ID = Sql(
@@ -110,7 +140,7 @@ class NewAttempt:
     def view(self, *, at: datetime, livemode: bool) -> Attempt:
         """The attempt as the API shows it."""
         row = self.row
-        return Attempt(row.id, row.status, row.carrier, at, self.error, livemode)
+        return Attempt(row.id, row.status, row.carrier, at, self.error, livemode, row.channel)
 
 
 async def insert(tx: Tx, attempts: Sequence[NewAttempt], *, now: datetime) -> None:
@@ -133,6 +163,11 @@ async def insert(tx: Tx, attempts: Sequence[NewAttempt], *, now: datetime) -> No
                 "carrier_message_id": new.row.carrier_message_id,
                 "report_due_at": new.report_due_at,
                 "segments": new.segments,
+                "channel": new.row.channel,
+                # SMS-only routes keep the column NULL, as they were before channels.
+                "route_channels": None
+                if set(new.row.channels) == {"sms"}
+                else list(new.row.channels),
             }
             for new in attempts
         ],
@@ -153,8 +188,14 @@ async def insert_queued(
     )
 
 
-def queued(owner: OwnerRef, route: tuple[str, ...], position: int) -> AttemptRow:
-    """A new attempt on the route's carrier at `position`, not written yet."""
+def queued(
+    owner: OwnerRef,
+    route: tuple[str, ...],
+    position: int,
+    channels: tuple[Channel, ...] | None = None,
+) -> AttemptRow:
+    """A new attempt on the route's carrier at `position`, not written yet. `channels`:
+    each carrier's channel (None: all SMS)."""
     return AttemptRow(
         id=new_id("att"),
         verification_id=owner.id if owner.kind == "verification" else None,
@@ -164,6 +205,7 @@ def queued(owner: OwnerRef, route: tuple[str, ...], position: int) -> AttemptRow
         route=route,
         position=position,
         carrier_message_id=None,
+        channels=_all_sms(len(route)) if channels is None else channels,
     )
 
 

@@ -66,8 +66,9 @@ VERIFICATIONS_APPROVED = _counter(
 )
 SMS_ATTEMPTS = _counter(
     "relay_sms_attempts_total",
-    "SMS attempts that ended: delivered, or the error code they failed with.",
-    ["carrier", "country", "outcome"],
+    "Attempts that ended (on every channel, by its `channel`): delivered, or the error code"
+    " they failed with.",
+    ["carrier", "country", "outcome", "channel"],
 )
 SMS_RECEIPT = _histogram(
     "relay_sms_receipt_seconds",

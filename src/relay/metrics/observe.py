@@ -38,8 +38,10 @@ def verification_approved(tx: AfterCommit, *, livemode: bool) -> None:
     tx.after_commit(f.VERIFICATIONS_APPROVED.child(_mode(livemode)).inc)
 
 
-def sms_attempt(tx: AfterCommit, *, carrier: str, country: str, outcome: str) -> None:
-    tx.after_commit(f.SMS_ATTEMPTS.child(carrier, country, outcome).inc)
+def sms_attempt(
+    tx: AfterCommit, *, carrier: str, country: str, outcome: str, channel: str = "sms"
+) -> None:
+    tx.after_commit(f.SMS_ATTEMPTS.child(carrier, country, outcome, channel).inc)
 
 
 def sms_receipt(tx: AfterCommit, *, carrier: str, attempt_id: str) -> None:

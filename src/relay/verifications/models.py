@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from relay.carriers.base import Channel
 from relay.clock import isoformat
 from relay.delivery.attempts import Attempt, AttemptStatus
 from relay.errors import (
@@ -57,6 +58,17 @@ class Verification:
     approved_at: datetime | None
     canceled_at: datetime | None
     attempts: tuple[Attempt, ...] = ()
+    # The channels its latest send asked for, in order (a resend asks again).
+    channels: tuple[Channel, ...] = ("sms",)
+
+    @property
+    def channel(self) -> str:
+        """Its latest attempt's channel (the first asked for, before any attempt)."""
+        return self.attempts[-1].channel if self.attempts else self.channels[0]
+
+    def last_sent_on(self, channel: str) -> datetime | None:
+        """When an attempt last went out on `channel`, if one did."""
+        return max((a.at for a in self.attempts if a.channel == channel), default=None)
 
     def status_at(self, now: datetime) -> Status:
         """A pending verification past its TTL is expired, whether or not the sweep ran."""
@@ -72,7 +84,9 @@ class Verification:
             "livemode": self.livemode,
             "status": status.value,
             "to": self.to,
-            "country": self.country,
+            "channel": self.channel,
+            # An email address has no country.
+            "country": self.country or None,
             "sender": self.sender,
             "locale": self.locale,
             "code_length": self.code_length,
@@ -115,13 +129,30 @@ def closed_error(status: Status) -> VerificationClosed:
 
 
 def require_resend_allowed(
-    verification: Verification, *, now: datetime, max_sends: int, interval: int
+    verification: Verification,
+    *,
+    now: datetime,
+    max_sends: int,
+    interval: int,
+    channel: str = "sms",
 ) -> None:
-    """A resend reuses the pending verification; money caps how often it may happen."""
+    """A resend reuses the pending verification; money caps how often it may happen.
+
+    `max_sends` counts every send, on any channel. The interval is per destination
+    and channel: a resend first on the channel the last send began with waits from
+    that send; one first on another channel waits from that channel's latest attempt
+    (none yet: no wait), so switching channels never skips a channel's interval.
+    """
     if verification.sends >= max_sends:
         wait = (verification.expires_at - now).total_seconds()
         raise MaxSendsReached(retry_after=int(wait) + 1)
-    ready_at = verification.last_sent_at + timedelta(seconds=interval)
+    if channel == verification.channels[0]:
+        last: datetime | None = verification.last_sent_at
+    else:
+        last = verification.last_sent_on(channel)
+    if last is None:
+        return
+    ready_at = last + timedelta(seconds=interval)
     if now < ready_at:
         wait = (ready_at - now).total_seconds()
         raise ResendTooSoon(retry_after=int(wait) + (0 if wait.is_integer() else 1))

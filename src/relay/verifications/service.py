@@ -10,12 +10,14 @@ from relay.abuse.models import Rules
 from relay.abuse.service import AbuseGuard
 from relay.abuse.store import SendContext
 from relay.accounts.models import Caller, Scope
+from relay.carriers.base import Channel
 from relay.clock import Clock
 from relay.crypto import Keyring, generate_code
 from relay.db.driver import Db
 from relay.db.sql import IntegrityViolation, Tx
 from relay.delivery.jobs import Submitted
 from relay.delivery.owners import Draft, OwnerRef
+from relay.delivery.routes import Route, route_for
 from relay.delivery.service import Delivery
 from relay.errors import (
     RateLimitError,
@@ -31,6 +33,7 @@ from relay.metrics import observe
 from relay.phone import Destination
 from relay.verifications import events, pages, store
 from relay.verifications.checking import Checks
+from relay.verifications.destinations import destination_for
 from relay.verifications.models import (
     Status,
     Verification,
@@ -51,6 +54,10 @@ class CreateRequest:
     ttl: int
     metadata: dict[str, str]
     webhook_url: str | None
+    # In the order to try them; checked by `destinations.require_channels`.
+    channels: tuple[Channel, ...] = ("sms",)
+    # How the request named them, for the errors about them: `channel` or `channels`.
+    channels_param: str = "channel"
 
 
 @dataclass(frozen=True)
@@ -100,7 +107,16 @@ class VerificationService:
         self._checks = Checks(db, keyring, clock, self._abuse)
 
     async def create(self, caller: Caller, request: CreateRequest) -> Verification:
-        destination, route = await self._delivery.destination(caller, request.to)
+        destination = destination_for(request.to, request.channels, livemode=caller.livemode)
+        delivery = self._delivery
+        route = await route_for(
+            delivery.carriers,
+            delivery.measured,
+            caller,
+            destination,
+            request.channels,
+            param=request.channels_param,
+        )
         now = self._clock.now()
         claim = claims.pending()
         try:
@@ -126,13 +142,13 @@ class VerificationService:
         caller: Caller,
         request: CreateRequest,
         destination: Destination,
-        route: tuple[str, ...],
+        route: Route,
         now: datetime,
         claim: Pending | None,
     ) -> _Sent | RateLimitError:
         """The whole create, in one unit."""
         scope = caller.scope
-        seen = await self._abuse.look(tx, scope, destination, now=now)
+        seen = await self._abuse.look(tx, scope, destination, now=now, channel=request.channels[0])
         existing = await self._pending(tx, scope, seen, now)
         verification_id = existing or new_id("ver")
         if claim is not None:
@@ -149,7 +165,7 @@ class VerificationService:
         if existing is None:
             opened = await self._open(tx, caller, request, destination, now, verification_id)
         else:
-            opened = await self._resend(tx, scope, existing, now)
+            opened = await self._resend(tx, scope, existing, now, request.channels)
         return await self._send(tx, caller, opened, destination, route, now)
 
     async def _pending(self, tx: Tx, scope: Scope, seen: SendContext, now: datetime) -> str | None:
@@ -170,7 +186,7 @@ class VerificationService:
         caller: Caller,
         opened: _Opened,
         destination: Destination,
-        route: tuple[str, ...],
+        route: Route,
         now: datetime,
     ) -> _Sent:
         verification = opened.verification
@@ -185,7 +201,14 @@ class VerificationService:
         )
         owner = OwnerRef("verification", opened.id)
         submitted = await self._delivery.send(
-            tx, owner, draft, route, opened=verification, livemode=caller.livemode, now=now
+            tx,
+            owner,
+            draft,
+            route.carriers,
+            opened=verification,
+            livemode=caller.livemode,
+            now=now,
+            channels=route.channels,
         )
         # Last: the account's and the country's counters are rows that every send
         # updates, and on PostgreSQL a row lock is held until commit.
@@ -214,21 +237,32 @@ class VerificationService:
             metadata=request.metadata,
             webhook_url=request.webhook_url,
             expires_at=now + timedelta(seconds=request.ttl),
+            channels=request.channels,
         )
         opened = await store.insert_verification(tx, caller.scope, new, now)
-        observe.verification_created(tx, livemode=caller.livemode)
+        observe.verification_created(tx, livemode=caller.livemode, channel=request.channels[0])
         return _Opened(code, opened)
 
-    async def _resend(self, tx: Tx, scope: Scope, verification_id: str, now: datetime) -> _Opened:
+    async def _resend(
+        self,
+        tx: Tx,
+        scope: Scope,
+        verification_id: str,
+        now: datetime,
+        channels: tuple[Channel, ...],
+    ) -> _Opened:
+        """The same code again, on the channels this request asks for (they may differ
+        from the last send's: a code that did not arrive by SMS may go by WhatsApp)."""
         current = await store.require(tx, scope, verification_id)
         require_resend_allowed(
             current,
             now=now,
             max_sends=self._limits.max_sends,
             interval=self._limits.resend_interval,
+            channel=channels[0],
         )
         if not await store.count_resend(
-            tx, scope, verification_id, seen_sends=current.sends, now=now
+            tx, scope, verification_id, seen_sends=current.sends, now=now, channels=channels
         ):
             raise ResendTooSoon(retry_after=self._limits.resend_interval)
         secrets = await store.load_secrets(tx, scope, verification_id)
@@ -236,7 +270,7 @@ class VerificationService:
             raise ResourceMissing()
         code = self._keyring.unseal(verification_id, secrets[1])
         resent = dataclasses.replace(
-            current, sends=current.sends + 1, last_sent_at=now, updated_at=now
+            current, sends=current.sends + 1, last_sent_at=now, updated_at=now, channels=channels
         )
         return _Opened(code, resent)
 

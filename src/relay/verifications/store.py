@@ -13,6 +13,7 @@ from typing import Any
 
 from relay.abuse.store import add_failed_check, failed_check_bucket, failed_check_from
 from relay.accounts.models import Scope
+from relay.carriers.base import CHANNELS, Channel
 from relay.db.sql import Row, Sql, Tx, document, flag, moment, moment_or_none
 from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS, joined_attempts
 from relay.delivery.owners import Sendable
@@ -39,6 +40,17 @@ class NewVerification:
     metadata: dict[str, str]
     webhook_url: str | None
     expires_at: datetime
+    channels: tuple[Channel, ...] = ("sms",)
+
+
+def joined_channels(channels: tuple[Channel, ...]) -> str:
+    """As the `channels` column keeps them: "whatsapp,sms"."""
+    return ",".join(channels)
+
+
+def split_channels(raw: str | None) -> tuple[Channel, ...]:
+    found = tuple(c for name in (raw or "sms").split(",") for c in CHANNELS if c == name)
+    return found or ("sms",)
 
 
 def from_row(row: Row, found: Sequence[Attempt] = ()) -> Verification:
@@ -63,6 +75,7 @@ def from_row(row: Row, found: Sequence[Attempt] = ()) -> Verification:
         approved_at=moment_or_none(row["approved_at"]),
         canceled_at=moment_or_none(row["canceled_at"]),
         attempts=tuple(found),
+        channels=split_channels(row["channels"]),
     )
 
 
@@ -70,7 +83,7 @@ def from_row(row: Row, found: Sequence[Attempt] = ()) -> Verification:
 PUBLIC = (
     "id, account_id, livemode, to_number, country, sender, locale, code_length, status,"
     " checks, sends, metadata, webhook_url, created_at, updated_at, expires_at, last_sent_at,"
-    " approved_at, canceled_at"
+    " approved_at, canceled_at, channels"
 )
 PUBLIC_OF_V = ", ".join(f"v.{name.strip()}" for name in PUBLIC.split(","))
 SCOPED = "account_id = :scope_account AND livemode = :scope_livemode"
@@ -100,13 +113,13 @@ _LOAD_SECRETS = Sql(f"SELECT code_mac, sealed_code FROM verifications WHERE {_TH
 _INSERT_VERIFICATION = Sql(
     "INSERT INTO verifications (id, account_id, livemode, to_number, country, sender, locale,"
     " code_length, code_mac, sealed_code, status, checks, sends, metadata, webhook_url,"
-    " created_at, updated_at, expires_at, last_sent_at) VALUES (:id, :scope_account,"
+    " created_at, updated_at, expires_at, last_sent_at, channels) VALUES (:id, :scope_account,"
     " :scope_livemode, :to, :country, :sender, :locale, :code_length, :code_mac, :sealed_code,"
-    " 'pending', 0, 1, :metadata, :webhook_url, :now, :now, :expires_at, :now)"
+    " 'pending', 0, 1, :metadata, :webhook_url, :now, :now, :expires_at, :now, :channels)"
 )
 _COUNT_RESEND = Sql(
-    "UPDATE verifications SET sends = sends + 1, last_sent_at = :now, updated_at = :now"
-    f" WHERE {_OPEN} AND sends = :seen_sends"
+    "UPDATE verifications SET sends = sends + 1, last_sent_at = :now, updated_at = :now,"
+    f" channels = :channels WHERE {_OPEN} AND sends = :seen_sends"
 )
 # `models.count_check`, the check rule, as one statement: the WHERE clause is
 # when a check counts, the CASEs what it does (SET reads the row as it was).
@@ -221,6 +234,7 @@ async def insert_verification(
             "webhook_url": new.webhook_url,
             "now": now,
             "expires_at": new.expires_at,
+            "channels": joined_channels(new.channels),
         },
     )
     return Verification(
@@ -243,14 +257,27 @@ async def insert_verification(
         last_sent_at=now,
         approved_at=None,
         canceled_at=None,
+        channels=new.channels,
     )
 
 
 async def count_resend(
-    tx: Tx, scope: Scope, verification_id: str, *, seen_sends: int, now: datetime
+    tx: Tx,
+    scope: Scope,
+    verification_id: str,
+    *,
+    seen_sends: int,
+    now: datetime,
+    channels: tuple[Channel, ...] = ("sms",),
 ) -> bool:
-    """Record one more send; false if another request resent in between."""
-    params = _this(scope, verification_id, seen_sends=seen_sends, now=now)
+    """Record one more send, on `channels`; false if another request resent in between."""
+    params = _this(
+        scope,
+        verification_id,
+        seen_sends=seen_sends,
+        now=now,
+        channels=joined_channels(channels),
+    )
     return await tx.execute(_COUNT_RESEND, params) == 1
 
 

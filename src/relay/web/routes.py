@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from starlette.responses import Response
 
-from relay.errors import ParameterInvalid, ParameterMissing, ResourceMissing
+from relay.carriers.base import Channel
+from relay.email_address import parse_email
+from relay.errors import (
+    ParameterInvalid,
+    ParameterMissing,
+    PhoneNumberInvalid,
+    ResourceMissing,
+)
 from relay.ids import is_id
 from relay.log import bind
+from relay.verifications.destinations import is_email, require_channels
 from relay.verifications.models import Verification
 from relay.verifications.pages import ListQuery
 from relay.verifications.service import CreateRequest
@@ -17,6 +26,7 @@ from relay.web.operations import Call, Operation
 from relay.web.pagination import require_cursors
 from relay.web.responses import JsonResponse
 from relay.web.schemas import (
+    E164_PATTERN,
     CancelBody,
     CheckVerificationBody,
     CreateVerificationBody,
@@ -41,8 +51,11 @@ async def create(call: Call) -> Response:
     app, body = call.services, call.body
     assert isinstance(body, CreateVerificationBody)
     require_webhook_url(body.webhook_url, allowed=app.settings.webhook_allowed_networks)
+    channels, param = _channels(body)
     request = CreateRequest(
         to=body.to,
+        channels=channels,
+        channels_param=param,
         locale=require_locale(body.locale),
         code_length=body.code_length,
         ttl=body.ttl,
@@ -51,6 +64,36 @@ async def create(call: Call) -> Response:
     )
     verification = await app.verifications.create(call.who, request)
     return _render(verification, app.clock.now())
+
+
+def _channels(body: CreateVerificationBody) -> tuple[tuple[Channel, ...], str]:
+    """The channels asked for, and the parameter that named them."""
+    if body.channel is not None and body.channels is not None:
+        raise ParameterInvalid("Give channel or channels, not both.", param="channels")
+    if body.channels is not None:
+        return require_channels(body.channels, param="channels"), "channels"
+    return (body.channel or "sms",), "channel"
+
+
+def _destination(to: str | None, *, query: bool = False) -> str | None:
+    """An email address as verifications keep it (normalized); a number as it is.
+
+    A malformed number is `phone_number_invalid` in a body, `parameter_invalid` as a
+    list filter, as each was before email addresses were destinations.
+    """
+    if to is None:
+        return None
+    if is_email(to):
+        return parse_email(to)
+    if not re.match(E164_PATTERN, to):
+        if query:
+            raise ParameterInvalid(
+                "to must be a number in E.164 form or an email address.", param="to"
+            )
+        raise PhoneNumberInvalid(
+            "The number must be in E.164 form, such as +14155552671.", param="to"
+        )
+    return to
 
 
 async def check(call: Call) -> Response:
@@ -62,7 +105,7 @@ async def check(call: Call) -> Response:
         raise ParameterInvalid("Give either id or to, not both.", param="to")
     verification_id = None if body.id is None else _verification_id(body.id)
     verification = await app.verifications.check(
-        call.who, code=body.code, verification_id=verification_id, to=body.to
+        call.who, code=body.code, verification_id=verification_id, to=_destination(body.to)
     )
     return _render(verification, app.clock.now())
 
@@ -92,7 +135,7 @@ async def list_verifications(call: Call) -> Response:
         starting_after=params.starting_after,
         ending_before=params.ending_before,
         status=params.status,
-        to=params.to,
+        to=_destination(params.to, query=True),
         created_gte=params.created_gte,
         created_lt=params.created_lt,
     )

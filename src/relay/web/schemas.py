@@ -59,11 +59,36 @@ def webhook_url_field(what: str) -> Any:
     )
 
 
+ChannelName = Literal["sms", "whatsapp", "email"]
+# `to` as the create accepts it: E.164 for sms and whatsapp, an email address for email.
+ChannelList = Annotated[
+    list[ChannelName], Field(min_length=1, max_length=3, json_schema_extra={"uniqueItems": True})
+]
+# The length is the server's check, not pydantic's: an overlong number is still
+# `phone_number_invalid`, an overlong address `parameter_invalid`.
+DESTINATION_SCHEMA: dict[str, Any] = {
+    "maxLength": 254,
+    "anyOf": [{"pattern": E164_PATTERN}, {"format": "email"}],
+}
+
+
 class CreateVerificationBody(Strict):
+    """At most one of `channel` and `channels`; neither: SMS."""
+
     to: str = Field(
-        description="Destination phone number, E.164.",
+        description="Destination: a phone number in E.164 for sms and whatsapp, an email "
+        "address (at most 254 characters, domain required) for email.",
         examples=["+14155552671"],
-        pattern=E164_PATTERN,
+        json_schema_extra=DESTINATION_SCHEMA,
+    )
+    channel: ChannelName | None = Field(
+        None, description="The channel to send the code on: sms (the default), whatsapp or email."
+    )
+    channels: ChannelList | None = Field(
+        None,
+        description="Or: channels to try in order, each once; the next is tried when an "
+        "attempt on the current one fails, within the TTL, with the same code. email cannot "
+        "be combined with sms or whatsapp (one destination per verification).",
     )
     webhook_url: WebhookUrl | None = webhook_url_field("this verification's")
     metadata: Metadata = Field(
@@ -97,8 +122,9 @@ class CheckVerificationBody(Strict):
     id: str | None = Field(None, description="The verification to check (`ver_…`).")
     to: str | None = Field(
         None,
-        description="Or: the number whose pending verification to check.",
-        pattern=E164_PATTERN,
+        description="Or: the destination (phone number or email address) whose pending "
+        "verification to check.",
+        json_schema_extra=DESTINATION_SCHEMA,
     )
     code: Annotated[str, StringConstraints(min_length=1, max_length=20)] = Field(
         description="The code the user typed."
@@ -128,6 +154,7 @@ class AttemptObject(BaseModel):
     object: Literal["attempt"]
     livemode: bool
     status: Literal["queued", "sent", "delivered", "failed"]
+    channel: ChannelName
     carrier: str
     at: datetime
     error: AttemptError | None
@@ -139,7 +166,8 @@ class VerificationObject(BaseModel):
     livemode: bool
     status: Literal["pending", "approved", "expired", "canceled", "max_attempts_reached"]
     to: str
-    country: str
+    channel: ChannelName = Field(description="The channel of its latest attempt.")
+    country: str | None = Field(description="ISO 3166 country of a phone number; null for email.")
     sender: str
     locale: str
     code_length: int
@@ -237,7 +265,10 @@ class VerificationListQuery(Query):
     )
     status: Status | None = Field(None, description="Only verifications in this status.")
     to: str | None = Field(
-        None, description="Only verifications sent to this number, E.164.", pattern=E164_PATTERN
+        None,
+        description="Only verifications sent to this destination: a number in E.164, or an "
+        "email address.",
+        json_schema_extra=DESTINATION_SCHEMA,
     )
     created_gte: QueryTime | None = Field(
         None, alias="created[gte]", description="Created at or after, with a time zone."

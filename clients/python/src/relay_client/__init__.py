@@ -1,4 +1,4 @@
-"""Python client for the Relay OTP-by-SMS API.
+"""Python client for the Relay OTP API (SMS, WhatsApp, email).
 
 from relay_client import Relay
 
@@ -22,6 +22,7 @@ from relay_client.errors import (
 )
 from relay_client.objects import (
     Attempt,
+    Channel,
     Event,
     Message,
     Verification,
@@ -39,6 +40,7 @@ __all__ = [
     "AsyncRelay",
     "Attempt",
     "AuthenticationError",
+    "Channel",
     "ConflictError",
     "Event",
     "InvalidRequestError",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -43,6 +43,8 @@ def _query_value(value: Any) -> str:
 def create_verification(
     to: str,
     *,
+    channel: str | None = None,
+    channels: Sequence[str] | None = None,
     webhook_url: str | None,
     metadata: Mapping[str, str] | None,
     code_length: int | None,
@@ -52,6 +54,8 @@ def create_verification(
 ) -> Call:
     body = _given(
         to=to,
+        channel=channel,
+        channels=None if channels is None else list(channels),
         webhook_url=webhook_url,
         metadata=metadata,
         code_length=code_length,

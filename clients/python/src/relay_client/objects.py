@@ -22,6 +22,7 @@ EventType = Literal[
     "message.failed",
 ]
 DeliveryStatus = Literal["none", "pending", "delivered", "dropped"]
+Channel = Literal["sms", "whatsapp", "email"]
 
 
 class ErrorDetail(TypedDict):
@@ -39,12 +40,14 @@ class AttemptError(ErrorDetail):
 
 
 class Attempt(TypedDict):
-    """One SMS send: failover can make several for one verification or message."""
+    """One send on one carrier: failover can make several for one verification or message,
+    across carriers and channels."""
 
     id: str
     object: Literal["attempt"]
     livemode: bool
     status: SendStatus
+    channel: Channel
     carrier: str
     at: str
     error: AttemptError | None
@@ -56,7 +59,9 @@ class Verification(TypedDict):
     livemode: bool
     status: VerificationStatus
     to: str
-    country: str
+    channel: Channel
+    # None for an email address.
+    country: str | None
     sender: str
     locale: str
     code_length: int

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Generic, TypeVar, cast
@@ -14,7 +14,7 @@ import httpx
 from relay_client import calls
 from relay_client.calls import Call
 from relay_client.core import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, Core, Verify, tls_verify
-from relay_client.objects import Event, Message, Verification, VerificationStatus
+from relay_client.objects import Channel, Event, Message, Verification, VerificationStatus
 
 T = TypeVar("T")
 
@@ -109,6 +109,8 @@ class Verifications:
         self,
         to: str,
         *,
+        channel: Channel | None = None,
+        channels: Sequence[Channel] | None = None,
         webhook_url: str | None = None,
         metadata: Mapping[str, str] | None = None,
         code_length: int | None = None,
@@ -116,9 +118,16 @@ class Verifications:
         locale: str | None = None,
         idempotency_key: str | None = None,
     ) -> Verification:
-        """Send a code to `to`; for a number with a pending verification, resend it."""
+        """Send a code to `to` on `channel` (sms, the default; whatsapp; email), or on
+        `channels` in order, each tried when the one before fails; for a destination with a
+        pending verification, resend it (on the channels given now).
+
+        `to` is a number in E.164 for sms and whatsapp, an email address for email.
+        """
         call = calls.create_verification(
             to,
+            channel=channel,
+            channels=channels,
             webhook_url=webhook_url,
             metadata=metadata,
             code_length=code_length,

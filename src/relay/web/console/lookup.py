@@ -1,4 +1,5 @@
-"""Look-up: a verification, a message or an event by id, or a phone number's history."""
+"""Look-up: a verification, a message or an event by id, or a destination's history
+(a phone number, or an email address)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,32 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from relay.console import timeline
+from relay.email_address import parse_email
+from relay.errors import ParameterInvalid
 from relay.ids import is_id
 from relay.web.console.auth import Console, current, view_of
 from relay.web.console.pages import HEADERS, button_form, e, page, refusal, table
 from relay.web.console.session import Session
 
-# Stored numbers are E.164: anything else cannot match one.
+# Stored numbers are E.164, addresses normalized: anything else cannot match one.
 PHONE_SHAPE = re.compile(r"^\+[1-9]\d{6,14}$")
+
+
+def _destination(q: str) -> str | None:
+    if PHONE_SHAPE.match(q):
+        return q
+    if "@" not in q:
+        return None
+    try:
+        return parse_email(q)
+    except ParameterInvalid:
+        return None
+
+
 _FORM = (
     '<form method="get" action="/console/lookup"><p>'
     '<input type="text" id="q" name="q" value="{q}"'
-    ' placeholder="ver_…, msg_…, evt_… or +14155552671">'
+    ' placeholder="ver_…, msg_…, evt_…, +14155552671 or ada@example.com">'
     ' <button type="submit" id="find">Find</button></p></form>'
 )
 
@@ -36,8 +52,10 @@ async def lookup_page(console: Console, request: Request) -> Response:
             return RedirectResponse(f"/console/timeline/{related}", 303, headers=HEADERS)
     elif is_id(q, "ver") or is_id(q, "msg"):
         return RedirectResponse(f"/console/timeline/{q}", 303, headers=HEADERS)
-    elif PHONE_SHAPE.match(q):
-        found = await console.services.db.read(lambda tx: timeline.find_by_number(tx, view, q))
+    elif (destination := _destination(q)) is not None:
+        found = await console.services.db.read(
+            lambda tx: timeline.find_by_number(tx, view, destination)
+        )
         if found:
             rows = [
                 [
@@ -51,7 +69,9 @@ async def lookup_page(console: Console, request: Request) -> Response:
             listing = table(["Id", "Number", "Status", "Created"], rows, raw=True)
             return page("Look-up", body + listing, session=session, here="lookup")
     else:
-        body += refusal("Give a verification, message or event id, or a number in E.164 form.")
+        body += refusal(
+            "Give a verification, message or event id, a number in E.164 form or an email address."
+        )
         return page("Look-up", body, session=session, here="lookup", status=400)
     body += refusal("Nothing matches that.")
     return page("Look-up", body, session=session, here="lookup", status=404)

@@ -1,5 +1,6 @@
 """The Routes page: per country and carrier, the last hour's figures and the order a live
-send takes now, with the reason for each place.
+send takes now, with the reason for each place; then each other channel's route
+(`[channel_routes]`), in its configured order.
 
 The figures are the deployment's, every account's live sends together, so only the
 admin token's sessions see them.
@@ -40,7 +41,8 @@ async def routes_page(console: Console, request: Request) -> Response:
     table_of_routes = delivery.carriers.routes
     snapshot = await delivery.measured.figures.current()
     since, until = window(console.services.clock.now())
-    seen = sorted({country for _, country in snapshot.figures})
+    # An email attempt has no country ("") and no SMS route.
+    seen = sorted({country for _, country in snapshot.figures if country})
     countries = [c for c in table_of_routes.routes if c != DEFAULT_ROUTE]
     countries += [c for c in seen if c not in countries]
     if DEFAULT_ROUTE in table_of_routes.routes and set(countries) <= set(table_of_routes.routes):
@@ -66,7 +68,10 @@ async def routes_page(console: Console, request: Request) -> Response:
         prices = delivery.carriers.prices_in(country)
         default = country not in table_of_routes.routes
         body += _route(country, policy, ordered, prices, default=default)
-    if not countries:
+    for channel, carriers in table_of_routes.channels.items():
+        placed = tuple(Placed(c, "unmeasured", None, None) for c in carriers)
+        body += _route(channel, None, Ordered(placed), {}, default=False)
+    if not countries and not table_of_routes.channels:
         body += "<p>No live route is configured.</p>"
     return page("Routes", body, session=session, here="routes")
 
