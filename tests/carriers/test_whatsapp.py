@@ -53,7 +53,9 @@ def settings(fake: FakeWhatsApp, **changes: object) -> WhatsAppSettings:
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def meta_server() -> AsyncIterator[FakeWhatsApp]:
-    fake = FakeWhatsApp(access_token=TOKEN, app_secret=APP_SECRET)
+    # Approved in three languages; `es` is listed by the tests' carrier but not approved.
+    approved = {("relay_code", language) for language in ("en_US", "fr", "pt_BR")}
+    fake = FakeWhatsApp(access_token=TOKEN, app_secret=APP_SECRET, templates=frozenset(approved))
     async with fake.running():
         yield fake
 
@@ -93,6 +95,46 @@ async def test_the_code_goes_in_an_authentication_template_named_by_metas_id(
             },
         }
     ]
+
+
+def in_locale(locale: str) -> OutboundSms:
+    return replace(MESSAGE, passcode=replace(PASSCODE, locale=locale))
+
+
+def languages_sent(meta: FakeWhatsApp) -> list[str]:
+    return [body["template"]["language"]["code"] for body in meta.received]
+
+
+async def test_each_verification_gets_the_template_in_the_best_approved_language(
+    meta: FakeWhatsApp,
+) -> None:
+    listed = ("en_US", "fr", "pt_BR")
+    carrier = WhatsAppCarrier(settings(meta, template_languages=listed), clock=lambda: NOW)
+    for locale in ("fr", "pt", "pt-BR", "de", "en"):
+        await carrier.submit(in_locale(locale))
+    await carrier.close()
+    assert languages_sent(meta) == ["fr", "pt_BR", "pt_BR", "en_US", "en_US"]
+
+
+async def test_without_template_languages_a_french_verification_gets_the_one_language(
+    meta: FakeWhatsApp, carrier: WhatsAppCarrier
+) -> None:
+    await carrier.submit(in_locale("fr"))
+    assert languages_sent(meta) == ["en_US"]
+
+
+async def test_a_language_listed_but_not_approved_at_meta_makes_the_carrier_unavailable(
+    meta: FakeWhatsApp,
+) -> None:
+    listed = ("en_US", "es")
+    carrier = WhatsAppCarrier(settings(meta, template_languages=listed), clock=lambda: NOW)
+    with pytest.raises(CarrierUnavailable) as unavailable:
+        await carrier.submit(in_locale("es-MX"))
+    await carrier.submit(in_locale("fr"))
+    await carrier.close()
+    assert unavailable.value.code == "whatsapp_132001"
+    assert languages_sent(meta) == ["es", "en_US"]
+    assert len(meta.messages) == 1
 
 
 async def test_a_delivered_template_counts_as_one_billed_message_whatever_its_words(

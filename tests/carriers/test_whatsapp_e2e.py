@@ -32,7 +32,10 @@ NUMBERS = (f"+55119876{n:05d}" for n in itertools.count(100))
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def meta_server() -> AsyncIterator[FakeWhatsApp]:
-    fake = FakeWhatsApp(access_token="EAA-e2e-token", app_secret="e2e-app-secret")
+    approved = frozenset({("relay_code", "en_US"), ("relay_code", "fr")})
+    fake = FakeWhatsApp(
+        access_token="EAA-e2e-token", app_secret="e2e-app-secret", templates=approved
+    )
     async with fake.running():
         yield fake
 
@@ -51,6 +54,7 @@ def server(
         "verify_token": VERIFY_TOKEN,
         "template": "relay_code",
         "template_language": "en_US",
+        "template_languages": ["en_US", "fr"],
         "base_url": meta_server.base_url,
         "timeout": 5.0,
         "throttle_retry_after": 0.2,
@@ -80,8 +84,8 @@ async def meta(meta_server: FakeWhatsApp) -> AsyncIterator[FakeWhatsApp]:
     assert meta_server.end_test() == [], "the carrier broke Meta's documented request"
 
 
-async def create(live: httpx.AsyncClient) -> dict[str, Any]:
-    response = await live.post("/v1/verifications", json={"to": next(NUMBERS)})
+async def create(live: httpx.AsyncClient, **fields: str) -> dict[str, Any]:
+    response = await live.post("/v1/verifications", json={"to": next(NUMBERS), **fields})
     assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()
     return body
@@ -107,6 +111,16 @@ async def test_the_code_meta_carries_in_the_template_approves_the_verification(
     code = meta.code_sent_to(created["to"])
     check = await live.post("/v1/verifications/check", json={"id": created["id"], "code": code})
     assert check.json()["status"] == "approved"
+
+
+async def test_a_french_verification_gets_the_template_in_french_and_a_german_one_the_default(
+    live: httpx.AsyncClient, meta: FakeWhatsApp
+) -> None:
+    french = await create(live, locale="fr")
+    german = await create(live, locale="de")
+    sent = {body["to"]: body["template"]["language"]["code"] for body in meta.received}
+    assert sent == {french["to"].lstrip("+"): "fr", german["to"].lstrip("+"): "en_US"}
+    assert attempts(french) == attempts(german) == [(CARRIER, "sent", None)]
 
 
 @pytest.mark.parametrize("final", ["delivered", "read"])

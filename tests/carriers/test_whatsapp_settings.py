@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from relay.carriers.registry import build_carriers, carrier_problems
-from relay.carriers.whatsapp import WhatsAppCarrier
+from relay.carriers.whatsapp import WhatsAppCarrier, WhatsAppSettings
 from relay.cli.checks import unsafe_for_live
 from relay.config import Settings
 
@@ -38,6 +38,34 @@ def problems(**tables: dict[str, Any]) -> list[str]:
 def test_a_complete_whatsapp_table_has_no_problem() -> None:
     assert problems(meta=whatsapp_table()) == []
     assert problems(meta=whatsapp_table(template_language="pt_BR", api_version="v23.0")) == []
+    languages = ["en_US", "fr", "pt_BR", "zh_TW", "fil", "prs_AF"]
+    assert problems(meta=whatsapp_table(template_languages=languages)) == []
+
+
+def test_template_languages_from_a_toml_array_are_kept_in_their_order() -> None:
+    table = tomllib.loads('template_languages = ["pt_BR", "en_US", "fr"]')
+    options = {key: value for key, value in whatsapp_table(**table).items() if key != "kind"}
+    settings = WhatsAppSettings(name="meta", status_callback_url="https://r.example/s", **options)
+    assert settings.template_languages == ("pt_BR", "en_US", "fr")
+
+
+@pytest.mark.parametrize(
+    ("languages", "named"),
+    [
+        (["en_US", "fr-FR"], "language codes"),
+        (["en_US", "pt_br"], "language codes"),
+        (["en_US", "English"], "language codes"),
+        (["en_US", 33], "language codes"),
+        ("en_US", "language codes"),
+        (["en_US", "fr", "fr"], "repeat"),
+        (["fr", "pt_BR"], "the default"),
+    ],
+)
+def test_a_wrong_template_languages_list_is_reported(languages: object, named: str) -> None:
+    [problem] = problems(meta=whatsapp_table(template_languages=languages))
+    assert problem.startswith("carriers.meta")
+    assert "template_languages" in problem
+    assert named in problem
 
 
 @pytest.mark.parametrize(
@@ -49,6 +77,7 @@ def test_a_complete_whatsapp_table_has_no_problem() -> None:
         ({"verify_token": ""}, "verify_token"),
         ({"template": "Verification Code"}, "template"),
         ({"template_language": "English"}, "template_language"),
+        ({"template_language": "en-US"}, "template_language"),
         ({"api_version": "21"}, "api_version"),
         ({"base_url": "graph.facebook.com"}, "base_url"),
         ({"receipt_timeout": 0}, "receipt_timeout"),

@@ -14,8 +14,11 @@ Built from Meta's published reference:
 - errors: https://developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes
   (`{"error": {"message": "(#131026) Message undeliverable", "type", "code",
   "error_data": {"messaging_product", "details"}, "fbtrace_id"}}`; 190 an
-  expired or invalid token (401), 132001 an unknown template (404), 132000 a
-  parameter count mismatch, 100 an invalid parameter);
+  expired or invalid token (401), 132001 a template that does not exist in the
+  language asked for, or is not approved in it (404), 132000 a parameter count
+  mismatch, 100 an invalid parameter);
+- languages: https://developers.facebook.com/documentation/business-messaging/whatsapp/templates/supported-languages
+  (a template is approved per language, under one name: `en_US`, `fr`, `pt_BR`, `zh_CN`…);
 - webhooks: https://developers.facebook.com/docs/graph-api/webhooks/getting-started
   (the `GET` verification with `hub.mode`, `hub.verify_token`, `hub.challenge`;
   `X-Hub-Signature-256: sha256=<HMAC-SHA256 of the body under the app secret>`)
@@ -81,6 +84,8 @@ def graph_error(code: int, title: str, details: str = "") -> dict[str, Any]:
 class FakeWhatsApp(FakeAccount[dict[str, Any], dict[str, Any]]):
     """One Meta app with one business phone number and its approved authentication templates.
 
+    `templates` holds (name, language) pairs: Meta approves a template per
+    language, and a send in any other language is refused with 132001.
     `webhook_url` is the Callback URL typed in the App Dashboard: every webhook
     goes there, whatever the message.
     """

@@ -43,6 +43,7 @@ from relay.carriers.http_carrier import (
     StatusUpdate,
 )
 from relay.carriers.json_fields import nonempty_text, whole_number
+from relay.carriers.whatsapp_languages import META_LANGUAGE, template_language_for
 from relay.carriers.whatsapp_webhooks import check_signature, handshake_challenge, read_statuses
 
 __all__ = ["WhatsAppApi", "WhatsAppCarrier", "WhatsAppSettings", "whatsapp_outcome"]
@@ -50,8 +51,6 @@ __all__ = ["WhatsAppApi", "WhatsAppCarrier", "WhatsAppSettings", "whatsapp_outco
 _API_VERSION = re.compile(r"v\d{1,3}\.\d{1,3}")
 # Meta's template names: lower-case letters, digits and underscores, at most 512.
 _TEMPLATE_NAME = re.compile(r"[a-z0-9_]{1,512}")
-# Meta's template language codes: `en`, `en_US`, `pt_BR`, `zh_CN`, `fil`...
-_TEMPLATE_LANGUAGE = re.compile(r"[a-z]{2,3}(_[A-Za-z]{2,4})?")
 # Meta documents at most 15 characters for the code of an authentication template.
 _MAX_CODE = 15
 
@@ -101,7 +100,9 @@ class WhatsAppSettings(HttpSettings):
     `app_secret` is the Meta app's secret, which signs webhooks; `verify_token`
     is the string typed in the App Dashboard for the subscription handshake;
     `template` is an approved authentication template with a copy-code button,
-    in `template_language`. `status_callback_url` is the Callback URL to type in
+    in `template_language`, or in each of `template_languages` (Meta's codes),
+    which then names the one for each verification's locale and must hold
+    `template_language`, the default. `status_callback_url` is the Callback URL to type in
     the App Dashboard: Meta posts every webhook of the app there.
     """
 
@@ -111,10 +112,21 @@ class WhatsAppSettings(HttpSettings):
     verify_token: str = field(repr=False)
     template: str
     template_language: str
+    template_languages: tuple[str, ...] = ()
     base_url: str = "https://graph.facebook.com"
     api_version: str = "v21.0"
 
+    def __post_init__(self) -> None:
+        # A TOML array arrives as a list; anything else is left for checks() to name.
+        if isinstance(self.template_languages, list):
+            object.__setattr__(self, "template_languages", tuple(self.template_languages))
+        super().__post_init__()
+
     def checks(self) -> dict[str, bool]:
+        languages: object = self.template_languages
+        listed = isinstance(languages, tuple) and all(
+            isinstance(code, str) and META_LANGUAGE.fullmatch(code) for code in languages
+        )
         return {
             "phone_number_id must be the number's id (digits)": self.phone_number_id.isdigit()
             and self.phone_number_id.isascii(),
@@ -125,8 +137,14 @@ class WhatsAppSettings(HttpSettings):
                 _TEMPLATE_NAME.fullmatch(self.template)
             ),
             "template_language must be a language code such as en_US": bool(
-                _TEMPLATE_LANGUAGE.fullmatch(self.template_language)
+                META_LANGUAGE.fullmatch(self.template_language)
             ),
+            'template_languages must be a list of language codes such as ["en_US", "fr"]': listed,
+            "template_languages must not repeat a code": not listed
+            or len(set(self.template_languages)) == len(self.template_languages),
+            "template_language (the default) must be one of template_languages": not listed
+            or not self.template_languages
+            or self.template_language in self.template_languages,
             "api_version must be a Graph API version such as v21.0": bool(
                 _API_VERSION.fullmatch(self.api_version)
             ),
@@ -151,7 +169,12 @@ class WhatsAppApi:
             raise CarrierRejected(
                 "whatsapp_no_passcode", "WhatsApp sends only codes of at most 15 characters"
             )
-        return ProviderRequest(self._path, json=self._template_message(sms.to, code))
+        language = template_language_for(
+            sms.passcode.locale if sms.passcode is not None else "",
+            approved=self._settings.template_languages,
+            default=self._settings.template_language,
+        )
+        return ProviderRequest(self._path, json=self._template_message(sms.to, code, language))
 
     def read_answer(self, answer: Answer) -> Accepted | Refused:
         if not answer.ok:
@@ -174,7 +197,7 @@ class WhatsAppApi:
     def read_callback(self, callback: StatusCallback) -> list[StatusUpdate]:
         return read_statuses(callback, phone_number_id=self._settings.phone_number_id)
 
-    def _template_message(self, to: str, code: str) -> dict[str, Any]:
+    def _template_message(self, to: str, code: str, language: str) -> dict[str, Any]:
         settings = self._settings
         parameters = [{"type": "text", "text": code}]
         return {
@@ -184,7 +207,7 @@ class WhatsAppApi:
             "type": "template",
             "template": {
                 "name": settings.template,
-                "language": {"code": settings.template_language},
+                "language": {"code": language},
                 "components": [
                     {"type": "body", "parameters": parameters},
                     {"type": "button", "sub_type": "url", "index": "0", "parameters": parameters},
