@@ -1,56 +1,30 @@
-"""The email carrier under the delivery layer: a send reaches a real SMTP server over
-STARTTLS, and its outcome is recorded (delivered at once, refused, or failed over).
+"""Email end to end: Relay over HTTPS sends a verification's code through a real SMTP
+server over STARTTLS, and records the outcome (delivered at once, refused, or failed over).
 
-Choosing a channel per send belongs to the API; here a small address book stands in
-for it, turning the Send API's phone number into the mailbox the email goes to.
+Live keys route the `email` channel to the SMTP carrier `mail`, then to a sandbox carrier
+of the email channel, `backup-mail`, which delivers whatever it is given.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
-from dataclasses import replace
-from pathlib import Path
+import itertools
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 
-from relay.accounts.models import Caller
-from relay.carriers.base import OutboundSms, ReportSink, SubmitReceipt
-from relay.carriers.smtp import SmtpCarrier
-from relay.db.sql import Sql
-from relay.messages.models import Message
-from relay.messages.service import SendRequest
-from relay.services import Services, build_services
+from tests.carriers.live_client import live_client
+from tests.carriers.reading import attempts, event_types
 from tests.carriers.smtp_server import SmtpServer, smtp_server
-from tests.harness import test_settings
+from tests.harness import RunningServer, ServerThread, test_settings
 from tests.webhooks.receiver import isolated_database
 from tests.webhooks.tls_receiver import ServerIdentity, write_identity
 
-PHONE = "+14155550123"
-MAILBOX = "ada@example.org"
-CODE = "731905"
-MESSAGE_IDS = Sql("SELECT carrier_message_id FROM attempts WHERE message_id = :id ORDER BY at")
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-
-class AddressBook:
-    """The email carrier, given the mailbox a phone number stands for."""
-
-    def __init__(self, inner: SmtpCarrier) -> None:
-        self.inner = inner
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    async def start(self, reports: ReportSink) -> None:
-        await self.inner.start(reports)
-
-    async def submit(self, sms: OutboundSms) -> SubmitReceipt:
-        return await self.inner.submit(replace(sms, to=MAILBOX))
-
-    async def close(self) -> None:
-        await self.inner.close()
+MAILBOXES = (f"ada.{n}@example.org" for n in itertools.count())
 
 
 @pytest.fixture(scope="module")
@@ -58,99 +32,108 @@ def identity(tmp_path_factory: pytest.TempPathFactory) -> ServerIdentity:
     return write_identity(tmp_path_factory.mktemp("smtp-tls"), "Relay SMTP test CA")
 
 
-@pytest_asyncio.fixture
-async def mail_server(identity: ServerIdentity) -> AsyncIterator[SmtpServer]:
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def mail_server_once(identity: ServerIdentity) -> AsyncIterator[SmtpServer]:
     async with smtp_server(identity, mode="starttls") as server:
         yield server
 
 
-@pytest_asyncio.fixture
-async def services(
-    tmp_path: Path, database_url: str, identity: ServerIdentity, mail_server: SmtpServer
-) -> AsyncIterator[Services]:
-    url = await asyncio.to_thread(isolated_database, database_url, "smtp_delivery", tmp_path)
+@pytest_asyncio.fixture(loop_scope="module")
+async def mail_server(mail_server_once: SmtpServer) -> AsyncIterator[SmtpServer]:
+    handler = mail_server_once.handler
+    handler.mail_reply = handler.rcpt_reply = handler.data_reply = None
+    handler.received.clear()
+    yield mail_server_once
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory,
+    database_url: str,
+    identity: ServerIdentity,
+    mail_server_once: SmtpServer,
+) -> Iterator[RunningServer]:
+    url = isolated_database(database_url, "smtp_e2e", tmp_path_factory.mktemp("db"))
     mail = {
         "kind": "smtp",
-        "host": mail_server.host,
-        "port": mail_server.port,
+        "host": mail_server_once.host,
+        "port": mail_server_once.port,
         "from": "Acme <no-reply@acme.example>",
         "ca_file": str(identity.ca_path),
         "timeout": 5,
     }
     settings = test_settings(
-        tmp_path,
+        tmp_path_factory.mktemp("data"),
         url,
-        carriers={"mail": mail, "backup": {"kind": "sandbox"}},
-        routes={"default": ["mail", "backup"]},
+        carriers={"mail": mail, "backup-mail": {"kind": "sandbox", "channel": "email"}},
+        channel_routes={"email": ["mail", "backup-mail"]},
     )
-    built = build_services(settings)
-    carriers = built.delivery.carriers.carriers
-    carrier = carriers["mail"]
-    assert isinstance(carrier, SmtpCarrier)
-    carriers["mail"] = AddressBook(carrier)
-    await built.delivery.start(dispatch=True)
-    try:
-        yield built
-    finally:
-        await built.close()
+    with ServerThread(settings) as running:
+        yield running
 
 
-async def send(services: Services) -> tuple[Caller, Message]:
-    account = await services.accounts.create_account("Acme")
-    caller = await services.accounts.authenticate(account.live_key)
-    request = SendRequest(to=PHONE, code=CODE, locale="en", metadata={}, webhook_url=None)
-    return caller, await services.messages.send(caller, request)
+@pytest_asyncio.fixture(loop_scope="module")
+async def live(server: RunningServer) -> AsyncIterator[httpx.AsyncClient]:
+    async with live_client(server) as client:
+        yield client
 
 
-async def message_ids(services: Services, message: Message) -> list[str | None]:
-    rows = await services.db.read(lambda tx: tx.fetch(MESSAGE_IDS, {"id": message.id}))
-    return [row["carrier_message_id"] for row in rows]
+async def create(live: httpx.AsyncClient) -> dict[str, Any]:
+    body = {"to": next(MAILBOXES), "channel": "email"}
+    response = await live.post("/v1/verifications", json=body)
+    assert response.status_code == 200, response.text
+    created: dict[str, Any] = response.json()
+    return created
 
 
-async def test_an_email_the_server_accepts_is_delivered_with_the_send(
-    services: Services, mail_server: SmtpServer
+async def test_the_code_in_an_accepted_emails_subject_approves_the_verification(
+    live: httpx.AsyncClient, mail_server: SmtpServer
 ) -> None:
-    _, message = await send(services)
+    created = await create(live)
 
-    assert message.status.value == "delivered"
-    assert [(a.carrier, a.status.value) for a in message.attempts] == [("mail", "delivered")]
+    assert attempts(created) == [("mail", "delivered", None)]
+    assert created["channel"] == "email"
+    assert created["country"] is None
     [received] = mail_server.handler.received
-    assert received.rcpt_tos == [MAILBOX]
-    assert str(received.message["Subject"]).endswith(CODE)
-    assert await message_ids(services, message) == [received.message["Message-ID"]]
+    assert received.rcpt_tos == [created["to"]]
+    assert received.tls
+    code = str(received.message["Subject"]).rsplit(" ", 1)[-1]
+    check = await live.post("/v1/verifications/check", json={"id": created["id"], "code": code})
+    assert check.json()["status"] == "approved"
+    assert await event_types(live, created["id"]) == [
+        "verification.sent",
+        "verification.delivered",
+        "verification.approved",
+    ]
 
 
 async def test_a_refused_email_fails_over_to_the_next_carrier_with_the_smtp_code(
-    services: Services, mail_server: SmtpServer
+    live: httpx.AsyncClient, mail_server: SmtpServer
 ) -> None:
     mail_server.handler.rcpt_reply = "550 5.1.1 No such mailbox"
 
-    _, message = await send(services)
+    created = await create(live)
 
-    assert [(a.carrier, a.status.value) for a in message.attempts] == [
-        ("mail", "failed"),
-        ("backup", "delivered"),
+    assert attempts(created) == [
+        ("mail", "failed", "carrier_rejected"),
+        ("backup-mail", "delivered", None),
     ]
-    error = message.attempts[0].error
-    assert error is not None
-    assert error["code"] == "carrier_rejected"
+    error = created["attempts"][0]["error"]
     assert error["carrier_code"] == "smtp_550"
     assert "No such mailbox" not in str(error)
+    assert [attempt["channel"] for attempt in created["attempts"]] == ["email", "email"]
 
 
 async def test_a_server_asking_to_try_later_is_unavailable_and_fails_over(
-    services: Services, mail_server: SmtpServer
+    live: httpx.AsyncClient, mail_server: SmtpServer
 ) -> None:
     mail_server.handler.mail_reply = "451 4.3.0 Try again later"
 
-    _, message = await send(services)
+    created = await create(live)
 
-    assert [(a.carrier, a.status.value) for a in message.attempts] == [
-        ("mail", "failed"),
-        ("backup", "delivered"),
+    assert attempts(created) == [
+        ("mail", "failed", "carrier_unavailable"),
+        ("backup-mail", "delivered", None),
     ]
-    error = message.attempts[0].error
-    assert error is not None
-    assert error["code"] == "carrier_unavailable"
-    assert error["carrier_code"] == "smtp_451"
+    assert created["attempts"][0]["error"]["carrier_code"] == "smtp_451"
     assert mail_server.handler.received == []

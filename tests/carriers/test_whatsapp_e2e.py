@@ -1,9 +1,9 @@
 """WhatsApp end to end: Relay over HTTPS sends through the local Cloud API, which calls back.
 
-One Relay routes Brazil to the WhatsApp carrier, then to the sandbox
-`backup`. The fake's webhooks reach Relay's real callback route, signed,
-forged or unsigned, and the App Dashboard's check of the Callback URL reaches
-its `GET`.
+Verifications ask for WhatsApp, then SMS: the WhatsApp carrier comes first,
+then Brazil's SMS route, the sandbox `backup`. The fake's webhooks reach
+Relay's real callback route, signed, forged or unsigned, and the App
+Dashboard's check of the Callback URL reaches its `GET`.
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ def server(
         url,
         public_url=f"https://localhost:{port}",
         carriers={CARRIER: table, "backup": {"kind": "sandbox"}},
-        routes={"BR": [CARRIER, "backup"]},
+        routes={"BR": ["backup"]},
+        channel_routes={"whatsapp": [CARRIER]},
     )
     with ServerThread(settings, port=port) as running:
         # What the operator types as the Callback URL in the App Dashboard.
@@ -85,10 +86,11 @@ async def meta(meta_server: FakeWhatsApp) -> AsyncIterator[FakeWhatsApp]:
 
 
 async def create(live: httpx.AsyncClient, **fields: str) -> dict[str, Any]:
-    response = await live.post("/v1/verifications", json={"to": next(NUMBERS), **fields})
+    body = {"to": next(NUMBERS), "channels": ["whatsapp", "sms"], **fields}
+    response = await live.post("/v1/verifications", json=body)
     assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    return body
+    created: dict[str, Any] = response.json()
+    return created
 
 
 def path(created: dict[str, Any]) -> str:
@@ -97,6 +99,11 @@ def path(created: dict[str, Any]) -> str:
 
 def first_is(status: str) -> Any:
     return lambda body: body["attempts"][0]["status"] == status
+
+
+def channels(body: dict[str, Any]) -> tuple[str, list[str]]:
+    """The verification's channel (its latest attempt's), and each attempt's."""
+    return body["channel"], [attempt["channel"] for attempt in body["attempts"]]
 
 
 def backup_delivered(body: dict[str, Any]) -> bool:
@@ -151,6 +158,13 @@ async def test_a_failed_webhook_fails_over_with_metas_error_code(
         ("backup", "delivered", None),
     ]
     assert body["attempts"][0]["error"]["carrier_code"] == "whatsapp_131026"
+    assert channels(body) == ("sms", ["whatsapp", "sms"])
+    assert await event_types(live, created["id"]) == [
+        "verification.sent",
+        "verification.failed",
+        "verification.sent",
+        "verification.delivered",
+    ]
 
 
 async def test_one_webhook_settles_every_message_it_reports(
@@ -200,6 +214,12 @@ async def test_a_refusal_by_meta_fails_over_at_once(
     assert attempts(body) == [
         (CARRIER, "failed", "carrier_rejected"),
         ("backup", "delivered", None),
+    ]
+    assert channels(body) == ("sms", ["whatsapp", "sms"])
+    assert await event_types(live, created["id"]) == [
+        "verification.failed",
+        "verification.sent",
+        "verification.delivered",
     ]
 
 
