@@ -22,6 +22,7 @@ from relay.messages import store
 from relay.messages.models import Message
 from relay.messages.store import NewMessage
 from relay.phone import Destination
+from relay.sms.locales import resolve_locale
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,8 @@ class SendRequest:
 
     to: str
     code: str
-    locale: str
+    # A well-formed BCP 47 tag, or None: the destination's country decides.
+    locale: str | None
     metadata: dict[str, str]
     webhook_url: str | None
 
@@ -103,7 +105,7 @@ class MessageService:
             to=destination.e164,
             country=destination.country,
             sender=self._sender,
-            locale=request.locale,
+            locale=resolve_locale(request.locale, country=destination.country),
             sealed_code=self._keyring.seal(message_id, request.code),
             metadata=request.metadata,
             webhook_url=request.webhook_url,
@@ -128,7 +130,7 @@ class MessageService:
         draft = Draft.render(
             to=new.to,
             sender=new.sender,
-            locale=request.locale,
+            locale=new.locale,
             brand=caller.brand,
             code=request.code,
             webotp_domain=caller.webotp_domain,

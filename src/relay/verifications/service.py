@@ -29,6 +29,7 @@ from relay.idempotency.claims import Pending
 from relay.ids import new_id
 from relay.metrics import observe
 from relay.phone import Destination
+from relay.sms.locales import resolve_locale
 from relay.verifications import events, pages, store
 from relay.verifications.checking import Checks
 from relay.verifications.models import (
@@ -46,7 +47,8 @@ from relay.verifications.store import NewVerification
 @dataclass(frozen=True)
 class CreateRequest:
     to: str
-    locale: str
+    # A well-formed BCP 47 tag, or None: the destination's country decides.
+    locale: str | None
     code_length: int
     ttl: int
     metadata: dict[str, str]
@@ -207,7 +209,7 @@ class VerificationService:
             to=destination.e164,
             country=destination.country,
             sender=sender_name(caller.brand),
-            locale=request.locale,
+            locale=resolve_locale(request.locale, country=destination.country),
             code_length=request.code_length,
             code_mac=self._keyring.code_mac(verification_id, code),
             sealed_code=self._keyring.seal(verification_id, code),
