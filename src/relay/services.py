@@ -11,6 +11,7 @@ from datetime import timedelta
 from relay.abuse.models import GuardMode, Rules
 from relay.abuse.service import AbuseGuard
 from relay.accounts.service import AccountService
+from relay.accounts.texts import AccountTexts
 from relay.carriers.registry import build_carriers
 from relay.carriers.sandbox import SandboxCarrier
 from relay.clock import Clock, SystemClock
@@ -35,6 +36,7 @@ class Services:
     keyring: Keyring
     sandbox: SandboxCarrier
     accounts: AccountService
+    texts: AccountTexts
     verifications: VerificationService
     messages: MessageService
     delivery: Delivery
@@ -69,6 +71,7 @@ def build_services(
         keyring=keyring,
         sandbox=delivery.carriers.sandbox,
         accounts=accounts,
+        texts=AccountTexts(db, clock),
         verifications=VerificationService(
             db, keyring, clock, delivery=delivery, limits=limits, abuse=abuse
         ),

@@ -211,9 +211,18 @@ def test_code_length_and_ttl_at_their_bounds_are_accepted(api: httpx.Client) -> 
         assert response.json()["code_length"] == code_length
 
 
-@pytest.mark.parametrize("locale", ["xx", "klingon", "12", "en-", "e1"])
-def test_an_unsupported_or_malformed_locale_is_refused(api: httpx.Client, locale: str) -> None:
+@pytest.mark.parametrize("locale", ["klingon", "12", "en-", "e1", "en-GB-x-foo"])
+def test_a_malformed_locale_is_refused(api: httpx.Client, locale: str) -> None:
     error_of(create(api, locale=locale), 400, "parameter_invalid", param="locale")
+
+
+@pytest.mark.parametrize("locale", ["xx", "fi-FI", "tlh"])
+def test_a_language_without_a_template_falls_back_to_english(
+    api: httpx.Client, locale: str
+) -> None:
+    response = create(api, locale=locale)
+    assert response.status_code == 200, response.text
+    assert response.json()["locale"] == "en"
 
 
 def test_a_regional_locale_resolves_to_its_language(api: httpx.Client) -> None:

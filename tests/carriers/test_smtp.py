@@ -59,9 +59,15 @@ def carrier(settings: SmtpSettings) -> SmtpCarrier:
     return SmtpCarrier(settings, clock=lambda: NOW)
 
 
-def outbound(to: str = TO, *, locale: str = "en", brand: str = "Acme") -> OutboundSms:
+def outbound(
+    to: str = TO, *, locale: str = "en", brand: str = "Acme", own_text: str | None = None
+) -> OutboundSms:
     passcode = Passcode(
-        code=CODE, brand=brand, locale=locale, expires_at=NOW + timedelta(minutes=10)
+        code=CODE,
+        brand=brand,
+        locale=locale,
+        expires_at=NOW + timedelta(minutes=10),
+        templates={} if own_text is None else {"email": own_text},
     )
     return OutboundSms(attempt_id="att_1", to=to, sender="Acme", body="unused", passcode=passcode)
 
@@ -110,6 +116,17 @@ async def test_the_message_has_a_text_and_an_html_part_from_the_same_words(
     assert "Tom &amp; &lt;Jerry&gt;" in html
     assert f"<strong>{CODE}</strong>" in html
     assert "<Jerry>" not in html
+
+
+async def test_the_accounts_own_email_text_is_the_body_of_both_parts(
+    starttls: SmtpServer, identity: ServerIdentity
+) -> None:
+    own = "Sign in to {brand} with {code}; it works for {minutes} minutes."
+    await carrier(settings_for(starttls.port, identity)).submit(outbound(own_text=own))
+
+    found = parts(starttls.handler.received[0].message)
+    assert found["text/plain"].strip() == f"Sign in to Acme with {CODE}; it works for 10 minutes."
+    assert "it works for 10 minutes." in found["text/html"]
 
 
 async def test_the_html_part_loads_nothing_from_anywhere(

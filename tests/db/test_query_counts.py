@@ -76,6 +76,24 @@ async def test_a_create_runs_a_bounded_number_of_statements(services: Services) 
 
 
 @pytest.mark.asyncio
+async def test_an_account_with_its_own_texts_costs_one_statement_more(
+    services: Services,
+) -> None:
+    """Its texts are one indexed read; whether it has any came with the key look-up."""
+    plain = await caller(services)
+    account = await services.accounts.create_account("Acme")
+    await services.texts.set(account.id, channel="sms", locale="en", text="Code {code}")
+    own = await services.accounts.authenticate(account.test_key)
+    counts = []
+    for who, to in ((plain, "+1415555010"), (own, "+1415555020")):
+        await services.verifications.create(who, request(to + "0"))  # warm caches
+        with counted(services) as statements:
+            await services.verifications.create(who, request(to + "1"))
+        counts.append(len(statements))
+    assert counts[1] == counts[0] + 1
+
+
+@pytest.mark.asyncio
 async def test_a_sandbox_create_and_its_failover_commit_in_one_transaction(
     services: Services,
 ) -> None:

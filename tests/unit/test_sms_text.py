@@ -5,15 +5,13 @@ from __future__ import annotations
 import pytest
 
 from relay.sms.encoding import is_gsm7, segment_count, septet_length
-from relay.sms.text import (
-    SUPPORTED_LOCALES,
-    UnsupportedLocale,
-    is_valid_bcp47,
-    render_sms,
-    render_subject,
-    resolve_locale,
-    sanitize_brand,
-)
+from relay.sms.locales import MalformedLocale, is_valid_bcp47, resolve_locale
+from relay.sms.templates import BUILT_IN_LOCALES
+from relay.sms.text import render_sms, render_subject, sanitize_brand
+
+SUPPORTED_LOCALES = BUILT_IN_LOCALES
+# The languages written in the GSM-7 alphabet; the others are sent as UCS-2.
+GSM7_LOCALES = ("en", "es", "fr", "de", "pt", "it", "nl", "sv", "id")
 
 LONGEST_CODE = "9" * 10
 LONGEST_DOMAIN = "a" * 36 + ".com"
@@ -43,8 +41,8 @@ def test_each_locale_has_its_own_wording(locale: str) -> None:
     assert render_sms(locale=locale, brand="Acme", code="1234") not in others
 
 
-@pytest.mark.parametrize("locale", SUPPORTED_LOCALES)
-def test_each_locale_stays_in_the_gsm7_alphabet(locale: str) -> None:
+@pytest.mark.parametrize("locale", GSM7_LOCALES)
+def test_each_latin_locale_without_other_accents_stays_in_the_gsm7_alphabet(locale: str) -> None:
     assert is_gsm7(render_sms(locale=locale, brand="Acme", code="123456"))
 
 
@@ -62,8 +60,8 @@ def test_english_text_with_longest_brand_fits_one_segment(brand: str) -> None:
 
 
 @pytest.mark.parametrize("brand", LONGEST_BRANDS)
-@pytest.mark.parametrize("locale", SUPPORTED_LOCALES)
-def test_every_locale_with_longest_brand_code_and_domain_fits_one_segment(
+@pytest.mark.parametrize("locale", GSM7_LOCALES)
+def test_every_gsm7_locale_with_longest_brand_code_and_domain_fits_one_segment(
     locale: str, brand: str
 ) -> None:
     text = render_sms(locale=locale, brand=brand, code=LONGEST_CODE, webotp_domain=LONGEST_DOMAIN)
@@ -156,6 +154,9 @@ def test_brand_that_is_empty_once_sanitized_is_rejected(brand: str) -> None:
         ("es-419", "es"),
         ("de-Latn-CH", "de"),
         (" de ", "de"),
+        ("it", "it"),
+        ("ja-JP", "ja"),
+        ("zh-Hant-TW", "zh-Hant"),
     ],
 )
 def test_language_tags_resolve_to_their_supported_language(tag: str, locale: str) -> None:
@@ -167,23 +168,27 @@ def test_portuguese_from_brazil_renders_portuguese() -> None:
     assert brazilian == render_sms(locale="pt", brand="Acme", code="1234")
 
 
-@pytest.mark.parametrize("tag", ["it", "zh-Hant-TW", "ja-JP", "eng"])
-def test_unsupported_language_raises_unsupported_locale(tag: str) -> None:
-    with pytest.raises(UnsupportedLocale, match="unsupported language") as caught:
+@pytest.mark.parametrize("tag", ["fi", "xx-XX", "eng", "gsw"])
+def test_a_language_without_a_template_falls_back_to_english(tag: str) -> None:
+    assert resolve_locale(tag) == "en"
+
+
+def test_a_language_without_a_template_renders_english() -> None:
+    assert render_sms(locale="xx", brand="Acme", code="1234") == render_sms(
+        locale="en", brand="Acme", code="1234"
+    )
+
+
+@pytest.mark.parametrize("tag", ["", "e", "english", "en-", "en--GB", "12", "en-GB-x-foo"])
+def test_malformed_tag_raises_malformed_locale(tag: str) -> None:
+    with pytest.raises(MalformedLocale, match="not a BCP 47") as caught:
         resolve_locale(tag)
     assert caught.value.tag == tag
 
 
-@pytest.mark.parametrize("tag", ["", "e", "english", "en-", "en--GB", "12", "en-GB-x-foo"])
-def test_malformed_tag_raises_unsupported_locale(tag: str) -> None:
-    with pytest.raises(UnsupportedLocale, match="not a BCP 47"):
-        resolve_locale(tag)
-
-
-def test_unsupported_locale_is_a_value_error() -> None:
-    # The API layer maps ValueError to 400 parameter_invalid.
-    with pytest.raises(ValueError, match="unsupported language"):
-        render_sms(locale="xx", brand="Acme", code="1234")
+def test_malformed_locale_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="not a BCP 47"):
+        render_sms(locale="english", brand="Acme", code="1234")
 
 
 @pytest.mark.parametrize("tag", ["en", "pt-BR", "es-419", "zh-Hant", "zh-Hant-TW", "gsw", "EN-gb"])

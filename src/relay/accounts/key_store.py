@@ -54,7 +54,9 @@ FOUND_KEY_COLUMNS = (
     " k.revoked_at AS key_revoked_at, k.expires_at AS key_expires_at,"
     " k.networks AS key_networks, ka.brand AS account_brand,"
     " ka.webotp_domain AS account_webotp_domain,"
-    " ka.allowed_countries AS account_allowed_countries"
+    " ka.allowed_countries AS account_allowed_countries,"
+    " EXISTS (SELECT 1 FROM account_templates kt WHERE kt.account_id = ka.id)"
+    " AS account_has_templates"
 )
 KEY_AND_ACCOUNT = "api_keys k JOIN accounts ka ON ka.id = k.account_id"
 # Neither revoked nor past its roll at `:now` (`access.refusal` decides, this only narrows).
@@ -170,6 +172,7 @@ def found_key(row: Row) -> FoundKey:
         livemode=flag(row["key_livemode"]),
         key_id=row["key_id"],
         allowed_countries=None if allowed is None else frozenset(allowed),
+        has_templates=flag(row["account_has_templates"]),
     )
     return FoundKey(
         caller=caller,

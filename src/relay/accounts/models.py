@@ -52,6 +52,8 @@ class Caller:
     key_id: str
     # Destination countries the account may send to; None means every country.
     allowed_countries: frozenset[str] | None = None
+    # The account has texts of its own (`relay.accounts.template_store`): a send loads them.
+    has_templates: bool = False
 
     @property
     def scope(self) -> Scope:

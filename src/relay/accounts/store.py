@@ -10,6 +10,7 @@ _INSERT_ACCOUNT = Sql(
     "INSERT INTO accounts (id, name, brand, created_at) VALUES (:id, :name, :brand, :now)"
 )
 _ACCOUNT_EXISTS = Sql("SELECT id FROM accounts WHERE id = :id")
+_ACCOUNT_BRAND = Sql("SELECT brand FROM accounts WHERE id = :id")
 _SET_ALLOWED_COUNTRIES = Sql("UPDATE accounts SET allowed_countries = :countries WHERE id = :id")
 _INSERT_WEBHOOK_SECRET = Sql(
     "INSERT INTO webhook_secrets (id, account_id, livemode, sealed_secret, created_at)"
@@ -34,6 +35,12 @@ async def insert_account(tx: Tx, *, account_id: str, name: str, brand: str, now:
 
 async def account_exists(tx: Tx, account_id: str) -> bool:
     return await tx.fetchrow(_ACCOUNT_EXISTS, {"id": account_id}) is not None
+
+
+async def account_brand(tx: Tx, account_id: str) -> str | None:
+    """The account's brand; None when there is no such account."""
+    row = await tx.fetchrow(_ACCOUNT_BRAND, {"id": account_id})
+    return None if row is None else str(row["brand"])
 
 
 async def set_allowed_countries(tx: Tx, account_id: str, countries: frozenset[str] | None) -> bool:

@@ -7,9 +7,10 @@ pure.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
+from types import MappingProxyType
 from typing import Literal, Protocol, runtime_checkable
 
 from relay.sms.encoding import segment_count
@@ -37,6 +38,9 @@ class Passcode:
     brand: str
     locale: str
     expires_at: datetime
+    # The account's own text per channel ("sms", "email") for this locale, when it has one;
+    # `relay.sms.custom.render_text(passcode, channel, now=...)` picks it or Relay's words.
+    templates: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True)

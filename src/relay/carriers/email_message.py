@@ -15,19 +15,18 @@ from email.message import EmailMessage
 from email.utils import format_datetime
 
 from relay.carriers.base import Passcode
-from relay.sms.text import render_sms, render_subject
+from relay.sms.custom import render_text
+from relay.sms.text import render_subject
 
 
 class InvalidAddress(ValueError):
     """An address that cannot stand in a `From` or `To` header."""
 
 
-def email_text(passcode: Passcode) -> str:
-    """The words of the email's body: the one place its text is chosen.
-
-    The SMS template without its WebOTP line, which means nothing in a mailbox.
-    """
-    return render_sms(locale=passcode.locale, brand=passcode.brand, code=passcode.code)
+def email_text(passcode: Passcode, *, now: datetime) -> str:
+    """The words of the email's body: the account's own email text for the locale, else
+    the SMS template without its WebOTP line, which means nothing in a mailbox."""
+    return render_text(passcode, "email", now=now)
 
 
 def email_subject(passcode: Passcode) -> str:
@@ -53,7 +52,7 @@ def build_message(
     recipient = _parse(to)
     if not recipient.username or not recipient.domain or recipient.display_name:
         raise InvalidAddress("to must be a bare email address with a domain")
-    text = email_text(passcode)
+    text = email_text(passcode, now=now)
     message = EmailMessage()
     message["From"] = sender
     message["To"] = recipient

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from relay.carriers.registry import CarrierConfigError
-from relay.cli import keys, usage
+from relay.cli import keys, texts, usage
 from relay.cli.checks import check, check_file, unsafe_for_live
 from relay.config import Settings, load_settings
 from relay.errors import RelayError
@@ -90,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds the previous secret keeps signing (default 86400)",
     )
     roll.add_argument("--json", action="store_true")
+    texts.add_parser(accounts_commands, _common)
 
     worker = commands.add_parser(
         "worker", help="run background work only (expiry sweep, webhook delivery)"
@@ -216,6 +217,8 @@ async def _manage(settings: Settings, args: argparse.Namespace) -> int:
             return await _roll_webhook_secret(services, args)
         if args.command == "accounts" and args.action == "update":
             return await _update_account(services, args)
+        if args.command == "accounts" and args.action == "template":
+            return await texts.run(services, args)
         if args.command == "accounts":
             created = await services.accounts.create_account(args.name, brand=args.brand)
             payload: dict[str, Any] = {

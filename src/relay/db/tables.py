@@ -378,3 +378,15 @@ console_sessions = Table(
     Column("ended_at", UtcDateTime),
     Index("ix_console_sessions_expires", "expires_at"),
 )
+
+# An account's own OTP texts (`relay.sms.custom`): channel "sms" or "email", a canonical
+# BCP 47 locale. Relay's built-in texts apply where an account has none.
+account_templates = Table(
+    "account_templates",
+    metadata,
+    Column("account_id", String(40), ForeignKey("accounts.id"), primary_key=True),
+    Column("channel", String(16), primary_key=True),
+    Column("locale", String(35), primary_key=True),
+    Column("text", Text, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+)

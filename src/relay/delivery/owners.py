@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
+from relay.accounts import template_store
 from relay.carriers.base import Passcode
 from relay.crypto import Keyring
-from relay.db.sql import Row, Tx, moment
+from relay.db.sql import Row, Tx, flag, moment
 from relay.delivery.attempts import Attempt, AttemptStatus
-from relay.sms.text import render_sms, sanitize_brand
+from relay.sms.custom import NO_TEMPLATES, CustomTemplates, render_text
+from relay.sms.text import sanitize_brand, with_webotp_line
 
 # The attempts table keeps its owner in one of two columns, one per kind.
 Kind = Literal["verification", "message"]
@@ -54,12 +56,22 @@ class Draft:
         code: str,
         webotp_domain: str | None,
         expires_at: datetime,
+        now: datetime,
+        custom: CustomTemplates = NO_TEMPLATES,
     ) -> Draft:
-        """The SMS text, and the parts a channel with its own format builds from."""
-        body = render_sms(locale=locale, brand=brand, code=code, webotp_domain=webotp_domain)
+        """The SMS text, and the parts a channel with its own format builds from.
+
+        The account's own text for the locale (`custom`), else Relay's, for every channel.
+        """
         passcode = Passcode(
-            code=code, brand=sanitize_brand(brand), locale=locale, expires_at=expires_at
+            code=code,
+            brand=sanitize_brand(brand),
+            locale=locale,
+            expires_at=expires_at,
+            templates=custom.for_locale(locale),
         )
+        words = render_text(passcode, "sms", now=now)
+        body = with_webotp_line(words, code, webotp_domain)
         return cls(to=to, sender=sender, body=body, expires_at=expires_at, passcode=passcode)
 
 
@@ -68,6 +80,7 @@ class Sendable:
     """What an owner's SMS is built from, as its row keeps it. `sealed_code` holds the code."""
 
     owner_id: str
+    account_id: str
     to: str
     sender: str
     locale: str
@@ -75,13 +88,17 @@ class Sendable:
     expires_at: datetime
     brand: str
     webotp_domain: str | None
+    # The account has texts of its own: the owner loads them before drafting.
+    has_templates: bool = False
 
     @classmethod
     def from_row(cls, owner_id: str, row: Row) -> Sendable:
-        """From to_number, sender, locale, sealed_code, expires_at, brand, webotp_domain."""
+        """From account_id, to_number, sender, locale, sealed_code, expires_at, brand,
+        webotp_domain, has_templates."""
         sealed = row["sealed_code"]
         return cls(
             owner_id=owner_id,
+            account_id=row["account_id"],
             to=row["to_number"],
             sender=row["sender"],
             locale=row["locale"],
@@ -89,9 +106,12 @@ class Sendable:
             expires_at=moment(row["expires_at"]),
             brand=row["brand"],
             webotp_domain=row["webotp_domain"],
+            has_templates=flag(row["has_templates"]),
         )
 
-    def draft(self, keyring: Keyring) -> Draft | None:
+    def draft(
+        self, keyring: Keyring, *, now: datetime, custom: CustomTemplates = NO_TEMPLATES
+    ) -> Draft | None:
         """The SMS, or None once the code has been erased (the owner closed)."""
         if self.sealed_code is None:
             return None
@@ -103,7 +123,21 @@ class Sendable:
             code=keyring.unseal(self.owner_id, self.sealed_code),
             webotp_domain=self.webotp_domain,
             expires_at=self.expires_at,
+            now=now,
+            custom=custom,
         )
+
+
+async def drafted(
+    tx: Tx, found: Sendable | None, keyring: Keyring, *, now: datetime
+) -> Draft | None:
+    """An owner's SMS from its row, in the account's own words when it has some."""
+    if found is None:
+        return None
+    if not found.has_templates:
+        return found.draft(keyring, now=now)
+    custom = await template_store.load(tx, found.account_id)
+    return found.draft(keyring, now=now, custom=custom)
 
 
 Outcome = Literal["sent", "delivered", "failed"]
@@ -159,7 +193,7 @@ class OwnerState:
 class Owner(Protocol):
     """One kind of attempt owner. Every method runs inside the caller's transaction."""
 
-    async def draft(self, tx: Tx, owner_id: str) -> Draft | None:
+    async def draft(self, tx: Tx, owner_id: str, *, now: datetime) -> Draft | None:
         """The SMS to (re)submit for an attempt; None once the owner is closed."""
         ...
 

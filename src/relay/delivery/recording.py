@@ -67,17 +67,17 @@ class Recorder:
         )
         return attempt
 
-    async def job(self, tx: Tx, attempt: AttemptRow) -> Job | None:
+    async def job(self, tx: Tx, attempt: AttemptRow, now: datetime) -> Job | None:
         """The attempt's SMS, rebuilt by its owner; None once the owner is closed."""
         owner, owner_id = self._owner(attempt)
-        draft = await owner.draft(tx, owner_id)
+        draft = await owner.draft(tx, owner_id, now=now)
         return None if draft is None else Job.of(attempt, draft)
 
     async def job_or_cancel(self, tx: Tx, attempt_id: str, now: datetime) -> Job | None:
         attempt = await store.load(tx, attempt_id)
         if attempt is None:
             return None
-        job = await self.job(tx, attempt)
+        job = await self.job(tx, attempt, now)
         if job is not None and now < job.expires_at:
             return job
         # Closed or expired while queued: sending now would only cost money.

@@ -379,7 +379,8 @@ class Delivery:
             return
 
         async def build(tx: Tx) -> list[Job | None]:
-            return [await self._record.job(tx, attempt) for attempt in opened]
+            now = self._clock.now()
+            return [await self._record.job(tx, attempt, now) for attempt in opened]
 
         for job in await self._db.read(build):
             self.dispatch_soon(job)

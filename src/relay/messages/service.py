@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 from relay.abuse.service import AbuseGuard
 from relay.accounts.models import Caller
+from relay.accounts.template_store import own_texts
 from relay.clock import Clock
 from relay.crypto import Keyring
 from relay.db.driver import Db
@@ -22,6 +23,9 @@ from relay.messages import store
 from relay.messages.models import Message
 from relay.messages.store import NewMessage
 from relay.phone import Destination
+from relay.sms.custom import CustomTemplates
+from relay.sms.locales import resolve_locale
+from relay.sms.templates import BUILT_IN_LOCALES
 
 
 @dataclass(frozen=True)
@@ -30,7 +34,8 @@ class SendRequest:
 
     to: str
     code: str
-    locale: str
+    # A well-formed BCP 47 tag, or None: the destination's country decides.
+    locale: str | None
     metadata: dict[str, str]
     webhook_url: str | None
 
@@ -98,19 +103,25 @@ class MessageService:
             if claim is not None:
                 await claim.give_back(tx)
             return refusal
+        custom = await own_texts(tx, caller)
+        locale = resolve_locale(
+            request.locale,
+            country=destination.country,
+            available=custom.locales.union(BUILT_IN_LOCALES),
+        )
         new = NewMessage(
             id=message_id,
             to=destination.e164,
             country=destination.country,
             sender=self._sender,
-            locale=request.locale,
+            locale=locale,
             sealed_code=self._keyring.seal(message_id, request.code),
             metadata=request.metadata,
             webhook_url=request.webhook_url,
             expires_at=now + self._ttl,
         )
         opened = await store.insert_message(tx, scope, new, now)
-        submitted = await self._send(tx, caller, request, opened, new, route, now)
+        submitted = await self._send(tx, caller, request, opened, new, route, now, custom)
         # Last: shared counter rows, locked until commit on PostgreSQL (see verifications).
         await self._abuse.record_send(tx, scope, destination, now=now)
         return _Queued(message_id, submitted)
@@ -124,15 +135,18 @@ class MessageService:
         new: NewMessage,
         route: tuple[str, ...],
         now: datetime,
+        custom: CustomTemplates,
     ) -> Submitted:
         draft = Draft.render(
             to=new.to,
             sender=new.sender,
-            locale=request.locale,
+            locale=new.locale,
             brand=caller.brand,
             code=request.code,
             webotp_domain=caller.webotp_domain,
             expires_at=new.expires_at,
+            now=now,
+            custom=custom,
         )
         owner = OwnerRef("message", new.id)
         return await self._delivery.send(

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from relay.accounts.models import Scope
+from relay.accounts.template_store import has_templates
 from relay.db.sql import Row, Sql, Tx, document, flag, moment
 from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS, joined_attempts
 from relay.delivery.owners import Sendable
@@ -148,8 +149,9 @@ async def finish(tx: Tx, message_id: str, status: MessageStatus, *, now: datetim
 
 
 _SENDABLE = Sql(
-    "SELECT m.to_number, m.sender, m.locale, m.sealed_code, m.expires_at, a.brand,"
-    " a.webotp_domain FROM messages m JOIN accounts a ON a.id = m.account_id"
+    "SELECT m.account_id, m.to_number, m.sender, m.locale, m.sealed_code, m.expires_at, a.brand,"
+    f" a.webotp_domain, {has_templates('a')}"
+    " FROM messages m JOIN accounts a ON a.id = m.account_id"
     " WHERE m.id = :message_id"
 )
 

@@ -1,4 +1,4 @@
-"""The text of an OTP SMS and what it costs to send."""
+"""The text of an OTP SMS, its language, and what it costs to send."""
 
 from relay.sms.encoding import (
     Encoding,
@@ -8,24 +8,28 @@ from relay.sms.encoding import (
     segment_count,
     septet_length,
 )
-from relay.sms.text import (
-    SUPPORTED_LOCALES,
-    UnsupportedLocale,
+from relay.sms.locales import (
+    DEFAULT_LOCALE,
+    MalformedLocale,
     is_valid_bcp47,
-    render_sms,
+    normalize_locale,
     resolve_locale,
-    sanitize_brand,
 )
+from relay.sms.templates import BUILT_IN_LOCALES
+from relay.sms.text import render_sms, render_subject, sanitize_brand
 
 __all__ = [
-    "SUPPORTED_LOCALES",
+    "BUILT_IN_LOCALES",
+    "DEFAULT_LOCALE",
     "Encoding",
-    "UnsupportedLocale",
+    "MalformedLocale",
     "choose_encoding",
     "encode_gsm7",
     "is_gsm7",
     "is_valid_bcp47",
+    "normalize_locale",
     "render_sms",
+    "render_subject",
     "resolve_locale",
     "sanitize_brand",
     "segment_count",

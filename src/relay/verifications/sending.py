@@ -13,7 +13,7 @@ from typing import Any
 from relay.crypto import Keyring
 from relay.db.sql import Tx
 from relay.delivery.attempts import Attempt
-from relay.delivery.owners import Answer, Draft, OwnerState, as_answered
+from relay.delivery.owners import Answer, Draft, OwnerState, as_answered, drafted
 from relay.events import store as event_store
 from relay.events.models import EventType
 from relay.verifications import events, store
@@ -42,9 +42,8 @@ class VerificationOwner:
     def __init__(self, keyring: Keyring) -> None:
         self._keyring = keyring
 
-    async def draft(self, tx: Tx, owner_id: str) -> Draft | None:
-        found = await store.sendable(tx, owner_id)
-        return None if found is None else found.draft(self._keyring)
+    async def draft(self, tx: Tx, owner_id: str, *, now: datetime) -> Draft | None:
+        return await drafted(tx, await store.sendable(tx, owner_id), self._keyring, now=now)
 
     async def state(self, tx: Tx, owner_id: str, *, now: datetime) -> OwnerState | None:
         verification = await store.load_any(tx, owner_id)

@@ -10,6 +10,7 @@ from relay.abuse.models import Rules
 from relay.abuse.service import AbuseGuard
 from relay.abuse.store import SendContext
 from relay.accounts.models import Caller, Scope
+from relay.accounts.template_store import own_texts
 from relay.carriers.base import Channel
 from relay.clock import Clock
 from relay.crypto import Keyring, generate_code
@@ -31,6 +32,9 @@ from relay.idempotency.claims import Pending
 from relay.ids import new_id
 from relay.metrics import observe
 from relay.phone import Destination
+from relay.sms.custom import CustomTemplates
+from relay.sms.locales import resolve_locale
+from relay.sms.templates import BUILT_IN_LOCALES
 from relay.verifications import events, pages, store
 from relay.verifications.checking import Checks
 from relay.verifications.destinations import destination_for
@@ -49,7 +53,8 @@ from relay.verifications.store import NewVerification
 @dataclass(frozen=True)
 class CreateRequest:
     to: str
-    locale: str
+    # A well-formed BCP 47 tag, or None: the destination's country decides.
+    locale: str | None
     code_length: int
     ttl: int
     metadata: dict[str, str]
@@ -162,11 +167,14 @@ class VerificationService:
                 await claim.give_back(tx)
             # Returned, not raised: a pumping block written here must commit.
             return refusal
+        custom = await own_texts(tx, caller)
         if existing is None:
-            opened = await self._open(tx, caller, request, destination, now, verification_id)
+            opened = await self._open(
+                tx, caller, request, destination, now, verification_id, custom
+            )
         else:
             opened = await self._resend(tx, scope, existing, now, request.channels)
-        return await self._send(tx, caller, opened, destination, route, now)
+        return await self._send(tx, caller, opened, destination, route, now, custom)
 
     async def _pending(self, tx: Tx, scope: Scope, seen: SendContext, now: datetime) -> str | None:
         """The number's pending verification, which a create resends, if any."""
@@ -188,6 +196,7 @@ class VerificationService:
         destination: Destination,
         route: Route,
         now: datetime,
+        custom: CustomTemplates,
     ) -> _Sent:
         verification = opened.verification
         draft = Draft.render(
@@ -198,6 +207,8 @@ class VerificationService:
             code=opened.code,
             webotp_domain=caller.webotp_domain,
             expires_at=verification.expires_at,
+            now=now,
+            custom=custom,
         )
         owner = OwnerRef("verification", opened.id)
         submitted = await self._delivery.send(
@@ -223,14 +234,20 @@ class VerificationService:
         destination: Destination,
         now: datetime,
         verification_id: str,
+        custom: CustomTemplates,
     ) -> _Opened:
         code = generate_code(request.code_length)
+        locale = resolve_locale(
+            request.locale,
+            country=destination.country,
+            available=custom.locales.union(BUILT_IN_LOCALES),
+        )
         new = NewVerification(
             id=verification_id,
             to=destination.e164,
             country=destination.country,
             sender=sender_name(caller.brand),
-            locale=request.locale,
+            locale=locale,
             code_length=request.code_length,
             code_mac=self._keyring.code_mac(verification_id, code),
             sealed_code=self._keyring.seal(verification_id, code),

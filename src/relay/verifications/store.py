@@ -13,6 +13,7 @@ from typing import Any
 
 from relay.abuse.store import add_failed_check, failed_check_bucket, failed_check_from
 from relay.accounts.models import Scope
+from relay.accounts.template_store import has_templates
 from relay.carriers.base import CHANNELS, Channel
 from relay.db.sql import Row, Sql, Tx, document, flag, moment, moment_or_none
 from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS, joined_attempts
@@ -328,8 +329,9 @@ async def load_any(tx: Tx, verification_id: str) -> Verification | None:
 
 
 _SENDABLE = Sql(
-    "SELECT v.to_number, v.sender, v.locale, v.sealed_code, v.expires_at, a.brand,"
-    " a.webotp_domain FROM verifications v JOIN accounts a ON a.id = v.account_id"
+    "SELECT v.account_id, v.to_number, v.sender, v.locale, v.sealed_code, v.expires_at, a.brand,"
+    f" a.webotp_domain, {has_templates('a')}"
+    " FROM verifications v JOIN accounts a ON a.id = v.account_id"
     " WHERE v.id = :verification_id AND v.status = 'pending'"
 )
 

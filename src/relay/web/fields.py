@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from relay.config import IpNetwork
 from relay.errors import ParameterInvalid
-from relay.sms.text import UnsupportedLocale, resolve_locale
+from relay.sms.locales import MalformedLocale, normalize_locale
 from relay.webhooks.guard import url_problem
 
 _URL_PROBLEMS = {
@@ -29,10 +29,13 @@ def require_webhook_url(url: str | None, *, allowed: list[IpNetwork]) -> None:
         raise ParameterInvalid(_URL_PROBLEMS[problem], param="webhook_url")
 
 
-def require_locale(tag: str) -> str:
+def require_locale(tag: str | None) -> str | None:
+    """The tag in canonical case, or None: the service picks the language from the country."""
+    if tag is None:
+        return None
     try:
-        return resolve_locale(tag)
-    except UnsupportedLocale as exc:
+        return normalize_locale(tag)
+    except MalformedLocale as exc:
         raise ParameterInvalid(
-            f"Unsupported locale {tag!r}; use en, es, fr, de or pt.", param="locale"
+            f"locale {tag!r} is not a BCP 47 language tag (en, pt-BR, zh-Hant).", param="locale"
         ) from exc

@@ -27,17 +27,20 @@ WEBHOOK_URL_PATTERN = r"^https://[^\s/?#@\\]+(?:[/?#][^\s\\]*)?$"
 WebhookUrl = Annotated[str, StringConstraints(max_length=2048)]
 
 
-# The languages Relay has SMS templates for, with any BCP 47 subtags after them
-# (`pt-BR`, `fr_CA`); the server also checks the tag is well-formed BCP 47.
-LOCALE_PATTERN = r"^([Ee][Nn]|[Ee][Ss]|[Ff][Rr]|[Dd][Ee]|[Pp][Tt])([-_][0-9A-Za-z]{1,8})*$"
+# A BCP 47 language tag (`pt-BR`, `zh-Hant`, `fr_CA`); the server also checks that
+# it is language, optional script, optional region (`relay.sms.locales`).
+LOCALE_PATTERN = r"^[A-Za-z]{2,3}([-_][0-9A-Za-z]{1,8})*$"
 Locale = Annotated[str, StringConstraints(min_length=2, max_length=35)]
 
 
 def locale_field() -> Any:
     return Field(
-        "en",
-        description="BCP 47 tag choosing the SMS template: en, es, fr, de or pt, with "
-        "optional subtags (pt-BR).",
+        None,
+        description="BCP 47 tag choosing the SMS template (en, pt-BR, zh-Hant): the most "
+        "specific template that exists is used, falling back from region to language to "
+        "en; a language without a template gets en. Absent: the language of the "
+        "destination's country (+33 gets fr, +81 ja), en where none fits. The locale "
+        "used is echoed in `locale`.",
         json_schema_extra={"pattern": LOCALE_PATTERN},
     )
 
@@ -96,7 +99,7 @@ class CreateVerificationBody(Strict):
     )
     code_length: int = Field(6, ge=4, le=10, description="Digits in the code.")
     ttl: int = Field(600, ge=60, le=3600, description="Seconds the code stays valid.")
-    locale: Locale = locale_field()
+    locale: Locale | None = locale_field()
 
 
 class CheckVerificationBody(Strict):
@@ -205,7 +208,7 @@ class SendMessageBody(Strict):
     metadata: Metadata = Field(
         default_factory=dict, description="Up to 20 string values, echoed in objects and events."
     )
-    locale: Locale = locale_field()
+    locale: Locale | None = locale_field()
 
 
 class MessageObject(BaseModel):

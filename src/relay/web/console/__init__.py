@@ -20,6 +20,7 @@ from relay.web.console import (
     lookup,
     overview,
     routes_page,
+    texts,
 )
 from relay.web.console.auth import Console, Refused
 from relay.web.console.pages import HEADERS, page, refusal
@@ -61,6 +62,8 @@ def routes(services: Services) -> list[BaseRoute]:
         ("POST", "/actions/cancel", actions.cancel),
         ("POST", "/actions/replay", actions.replay_delivery),
         ("POST", "/actions/roll-secret", actions.roll_secret),
+        ("POST", "/texts/set", texts.set_text),
+        ("POST", "/texts/delete", texts.delete_text),
         ("GET", "/keys", keys.keys_page),
         ("GET", "/routes", routes_page.routes_page),
         ("POST", "/keys/create", key_actions.create),

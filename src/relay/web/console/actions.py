@@ -13,6 +13,7 @@ from relay.console.scope import View
 from relay.errors import RelayError
 from relay.events.replay import replay
 from relay.ids import is_id
+from relay.web.console import texts
 from relay.web.console.auth import Console, acting, caller_for, current
 from relay.web.console.pages import (
     HEADERS,
@@ -64,6 +65,8 @@ async def replay_delivery(console: Console, request: Request) -> Response:
 
 async def account_page(console: Console, request: Request) -> Response:
     session = await current(console, request)
+    done = request.query_params.get("done", "")
+    shown = notice(done) if done else ""
     if session.is_admin:
         looking_at = request.query_params.get("account") or ""
         body = (
@@ -71,6 +74,8 @@ async def account_page(console: Console, request: Request) -> Response:
             " Roll an account's test-mode or live-mode webhook signing secret:</p>"
             + _admin_roll_form(session, looking_at)
         )
+        if is_id(looking_at, "acct"):
+            body += await texts.section(console, session, looking_at)
     else:
         mode = _mode(bool(session.livemode))
         other = _mode(not session.livemode)
@@ -89,8 +94,8 @@ async def account_page(console: Console, request: Request) -> Response:
                 f"Roll {mode} webhook secret",
                 {"account_id": session.account_id or "", "mode": mode},
             )
-        )
-    return page("Account", body, session=session, here="account")
+        ) + await texts.section(console, session, session.account_id or "")
+    return page("Account", shown + body, session=session, here="account")
 
 
 def _admin_roll_form(session: Session, account_id: str) -> str:

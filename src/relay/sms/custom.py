@@ -1,0 +1,135 @@
+"""An account's own texts, per channel and locale: what they may hold and how they are filled.
+
+A custom text names the code as `{code}` (required), and may name `{brand}`
+and `{minutes}` (the code's remaining validity, in whole minutes). Any other
+brace is refused, so that a text can never reach `str.format` with a field
+or a format spec the renderer did not plan for. WhatsApp sends the template
+Meta approved, so custom texts exist for `sms` and `email` only.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+from typing import Literal, Protocol
+
+from relay.sms.encoding import segment_count
+from relay.sms.locales import parse_locale
+from relay.sms.text import fill, render_sms
+
+CustomChannel = Literal["sms", "email"]
+CUSTOM_CHANNELS: tuple[CustomChannel, ...] = ("sms", "email")
+PLACEHOLDERS = ("code", "brand", "minutes")
+# An SMS text past 480 characters is 4 GSM-7 segments or 8 UCS-2 ones: a mistake, not a code.
+MAX_LENGTH: Mapping[str, int] = MappingProxyType({"sms": 480, "email": 2000})
+
+_FIELD = re.compile(r"(\{[^{}]*\})")
+_LINE_BREAKS = frozenset("\n")
+
+
+class TemplateInvalid(ValueError):
+    """A custom text Relay refuses, with a message that says why in one line."""
+
+
+@dataclass(frozen=True)
+class CustomTemplates:
+    """An account's texts by (channel, canonical locale)."""
+
+    texts: Mapping[tuple[str, str], str] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def locales(self) -> frozenset[str]:
+        return frozenset(locale for _, locale in self.texts)
+
+    def for_locale(self, locale: str) -> Mapping[str, str]:
+        """Channel -> text for a message in `locale`: the exact locale, then its language."""
+        chosen: dict[str, str] = {}
+        for channel in CUSTOM_CHANNELS:
+            for candidate in parse_locale(locale).fallbacks():
+                if (channel, candidate) in self.texts:
+                    chosen[channel] = self.texts[channel, candidate]
+                    break
+        return MappingProxyType(chosen)
+
+
+NO_TEMPLATES = CustomTemplates()
+
+
+class Words(Protocol):
+    """What a text is filled from (`relay.carriers.base.Passcode`). `code` is secret."""
+
+    @property
+    def code(self) -> str: ...
+    @property
+    def brand(self) -> str: ...
+    @property
+    def locale(self) -> str: ...
+    @property
+    def expires_at(self) -> datetime: ...
+    @property
+    def templates(self) -> Mapping[str, str]: ...
+
+
+def check_template(channel: str, text: str) -> None:
+    """TemplateInvalid unless `text` is a usable custom text for `channel`."""
+    if channel not in CUSTOM_CHANNELS:
+        raise TemplateInvalid(
+            f"custom texts are for sms and email, not {channel!r} "
+            "(WhatsApp sends the template Meta approved)"
+        )
+    if len(text) > MAX_LENGTH[channel]:
+        raise TemplateInvalid(
+            f"an {channel} text has at most {MAX_LENGTH[channel]} characters, not {len(text)}"
+        )
+    if any(_is_control(ch) for ch in text):
+        raise TemplateInvalid("control characters are refused, except line breaks")
+    names = [_placeholder(part) for part in _FIELD.split(text)[1::2]]
+    for literal in _FIELD.split(text)[::2]:
+        if "{" in literal or "}" in literal:
+            raise TemplateInvalid(
+                "unbalanced brace: only {code}, {brand} and {minutes} may stand in braces"
+            )
+    if "code" not in names:
+        raise TemplateInvalid("the text must hold {code}")
+
+
+def remaining_minutes(expires_at: datetime, *, now: datetime) -> int:
+    """Whole minutes the code stays valid, rounded up, at least 1."""
+    return max(1, math.ceil((expires_at - now).total_seconds() / 60))
+
+
+def render_text(words: Words, channel: str, *, now: datetime) -> str:
+    """The account's text for `channel` if it has one for the locale, else Relay's own words.
+
+    Without the WebOTP line, which only an SMS carries (`relay.delivery.owners.Draft`).
+    """
+    custom = words.templates.get(channel)
+    minutes = remaining_minutes(words.expires_at, now=now)
+    if custom is None:
+        return render_sms(locale=words.locale, brand=words.brand, code=words.code)
+    return fill(custom, brand=words.brand, code=words.code, minutes=minutes)
+
+
+def sms_segments(text: str, *, brand: str) -> int:
+    """Segments an SMS text takes with a 6-digit code, the account's brand and `{minutes}` 10."""
+    return segment_count(fill(text, brand=brand or "Relay", code="000000", minutes=10))
+
+
+def _placeholder(part: str) -> str:
+    name = part[1:-1]
+    if name not in PLACEHOLDERS:
+        raise TemplateInvalid(
+            f"unknown placeholder {part}: only {{code}}, {{brand}} and {{minutes}} are allowed,"
+            " without format specs"
+        )
+    return name
+
+
+def _is_control(ch: str) -> bool:
+    # Format characters (Cf) stay: Persian and Hindi need ZWNJ, emoji need ZWJ.
+    return ch not in _LINE_BREAKS and unicodedata.category(ch) == "Cc"
