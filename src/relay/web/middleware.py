@@ -22,6 +22,9 @@ from relay.web.errors import error_response
 from relay.web.peers import is_trusted_peer
 
 MAX_BODY = 64 * 1024
+# How much of a refused body is read before answering, and for how long (`_drain`).
+DRAIN_LIMIT = 1024 * 1024
+DRAIN_TIMEOUT = 2.0
 # Seconds a request may wait for the rest of a body it has started to send.
 BODY_TIMEOUT = 10.0
 _SHORT_BODY = e.InvalidRequest(
@@ -110,6 +113,10 @@ class EdgeMiddleware:
             body, refusal = await _read_body(receive)
             if refusal is None:
                 refusal = _length_mismatch(scope, len(body))
+            elif isinstance(refusal, e.BodyTooLarge):
+                await _drain(scope, receive)
+        elif refusal is not None and scope["method"] in _WITH_BODY:
+            await _drain(scope, receive)
         if refusal is not None:
             await error_response(refusal, base_url=base_url(scope, self.settings))(
                 scope, receive, send_with_id
@@ -208,6 +215,31 @@ async def _read_body(receive: Receive) -> tuple[bytes, e.RelayError | None]:
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks), None
+
+
+async def _drain(scope: Scope, receive: Receive) -> None:
+    """Read and drop the rest of a refused request's body, up to `DRAIN_LIMIT` bytes.
+
+    Closing a connection with bytes still unread makes the kernel reset it, and a
+    client still sending its body then loses the refusal. Reading what it declared
+    first lets the answer reach it (Apache and nginx call this a lingering close).
+    A body past the bound, or one that stalls, is not waited for.
+    """
+    length = dict(scope["headers"]).get(b"content-length")
+    if length is not None and length.isdigit() and int(length) > DRAIN_LIMIT:
+        return
+    read = 0
+    try:
+        async with asyncio.timeout(DRAIN_TIMEOUT):
+            while read <= DRAIN_LIMIT:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return
+                read += len(message.get("body", b""))
+                if not message.get("more_body", False):
+                    return
+    except TimeoutError:
+        return
 
 
 def _length_mismatch(scope: Scope, size: int) -> e.RelayError | None:
