@@ -57,8 +57,11 @@ def mailbox_of(address: str) -> str:
     local = local.partition("+")[0] or local
     if local.isascii():
         return f"{local.lower()}@{domain}"
-    # Case folding may undo NFC (a folded letter may decompose): composed again.
-    return unicodedata.normalize("NFC", local.casefold()) + "@" + domain
+    # Case folding may undo NFC (a folded letter may decompose): composed again. A
+    # folded letter has no more code points than the original has UTF-8 bytes, which
+    # email-validator bounds to 254; cut anyway, as the column holds no more.
+    folded = unicodedata.normalize("NFC", local.casefold())
+    return f"{folded}@{domain}"[:MAX_LENGTH]
 
 
 def parse_mailbox(raw: str, *, param: str = "to") -> str:

@@ -91,3 +91,11 @@ def test_the_mailbox_is_checked_as_the_address_is() -> None:
 )
 def test_a_domain_shows_its_xn_form(domain: str, encoded: str) -> None:
     assert ascii_domain(domain) == encoded
+
+
+def test_a_mailbox_that_folds_longer_still_fits_the_column() -> None:
+    # Each ligature is 3 UTF-8 bytes and folds to 3 letters: 254 bytes, 212 characters.
+    address = parse_email("\ufb03" * 21 + "@" + ("a" * 60 + ".") * 2 + "b" * 63 + ".coma")
+    assert len(address) == 212
+    assert mailbox_of(address) == "ffi" * 21 + address[21:]
+    assert len(mailbox_of(address)) == 254
