@@ -27,11 +27,19 @@ _SMS_REACHABLE = frozenset(
 
 @dataclass(frozen=True)
 class Destination:
-    """Where a code goes. For the email channel `e164` holds the normalized address and
-    `country` is "" (relay.verifications.destinations)."""
+    """Where a code goes. For the email channel `e164` holds the normalized address,
+    `country` is "" and `mailbox` the mailbox it reaches (relay.verifications.destinations)."""
 
     e164: str
     country: str
+    # An email address's mailbox (`email_address.mailbox_of`), which limits count by;
+    # None for a number, already one form per destination.
+    mailbox: str | None = None
+
+    @property
+    def key(self) -> str:
+        """What the limits and the one pending verification count by."""
+        return self.mailbox or self.e164
 
     @property
     def redacted(self) -> str:

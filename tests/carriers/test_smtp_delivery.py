@@ -137,3 +137,19 @@ async def test_a_server_asking_to_try_later_is_unavailable_and_fails_over(
     ]
     assert created["attempts"][0]["error"]["carrier_code"] == "smtp_451"
     assert mail_server.handler.received == []
+
+
+async def test_the_email_goes_to_the_address_as_given_and_a_resend_by_its_mailbox_too(
+    live: httpx.AsyncClient, mail_server: SmtpServer, server: RunningServer
+) -> None:
+    body = {"to": "Grace.Hopper+Signup@Example.ORG", "channel": "email"}
+    created = (await live.post("/v1/verifications", json=body)).json()
+    server.clock.advance(30)
+    body["to"] = "grace.hopper@example.org"
+    resent = (await live.post("/v1/verifications", json=body)).json()
+
+    assert resent["id"] == created["id"]
+    assert [received.rcpt_tos for received in mail_server.handler.received] == [
+        ["Grace.Hopper+Signup@example.org"],
+        ["Grace.Hopper+Signup@example.org"],
+    ]

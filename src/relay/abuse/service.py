@@ -73,7 +73,8 @@ class AbuseGuard:
         """Everything a send is decided on, and the number's pending verification, in one
         round trip. `channel`: the one the send asks for first (verifications per hour
         count per destination and channel)."""
-        number, day, hour = destination.e164, window_start(now, DAY), window_start(now, HOUR)
+        # An email address counts as its mailbox: its spellings share one destination.
+        number, day, hour = destination.key, window_start(now, DAY), window_start(now, HOUR)
         account_day = window_start(now, DAY, step_of(Kind.ACCOUNT))
         # An email address has no prefix or country: its read names subjects that
         # nothing writes, so the one statement keeps its shape.
@@ -105,7 +106,7 @@ class AbuseGuard:
         now: datetime,
     ) -> RateLimitError | None:
         """The decision on what `look` saw. Writes only a new pumping block."""
-        number = destination.e164
+        number = destination.key
         failed = seen.counters[(Kind.NUMBER, number)].failed_checks
         return (
             (self._too_many_verifications(seen, scope, now) if opens else None)
@@ -170,7 +171,7 @@ class AbuseGuard:
         """Wrong codes count against the number; approvals are the conversions the
         pumping guard compares sends with."""
         if not correct:
-            await store.add_failed_check(tx, scope, destination.e164, at=now)
+            await store.add_failed_check(tx, scope, destination.key, at=now)
             return
         rows = [(kind, subject, 0, 1, 0) for kind, subject in self._subjects(destination)]
         if rows:

@@ -1,7 +1,9 @@
 """One verification's or message's story, for the console's look-up: never the code.
 
-Found by id, or by the stored number (the newest first). Numbers are shown with
-all but their last four digits masked.
+Found by id, or by the stored number or mailbox (the newest first): every spelling
+of an email address finds the verifications of its mailbox. Numbers are shown with
+all but their last four digits masked; an email address as it was given, with its
+first letter and its domain, an IDNA domain in its `xn--` form beside.
 """
 
 from __future__ import annotations
@@ -12,14 +14,15 @@ from typing import Any
 
 from relay.console.scope import View, scoped
 from relay.db.sql import Row, Sql, Tx, document, flag, moment, moment_or_none
+from relay.email_address import ascii_domain
 
 _VERIFICATION_COLUMNS = (
     "id, account_id, livemode, to_number, country, status, checks, sends, created_at,"
-    " expires_at, approved_at, canceled_at"
+    " expires_at, approved_at, canceled_at, address"
 )
 _MESSAGE_COLUMNS = (
     "id, account_id, livemode, to_number, country, status, 0 AS checks, 1 AS sends,"
-    " created_at, expires_at, NULL AS approved_at, NULL AS canceled_at"
+    " created_at, expires_at, NULL AS approved_at, NULL AS canceled_at, NULL AS address"
 )
 _VERIFICATION = Sql(
     f"SELECT {_VERIFICATION_COLUMNS} FROM verifications v"
@@ -58,10 +61,15 @@ _DELIVERIES = Sql(
 
 def masked(number: str) -> str:
     """+33612345678 -> +•••••••5678: enough to tell two numbers apart, not to dial one.
-    An email address keeps its first letter and its domain: a•••@example.com."""
+    An email address keeps its first letter and its domain: a•••@example.com. An IDNA
+    domain is shown in its `xn--` form beside, a•••@bücher.example
+    (xn--bcher-kva.example): a homograph of a familiar domain (a Cyrillic a in
+    example.com reads the same) is told apart by it."""
     if "@" in number:
         local, domain = number.rsplit("@", 1)
-        return local[:1] + "•" * max(len(local) - 1, 3) + "@" + domain
+        shown = local[:1] + "•" * max(len(local) - 1, 3) + "@" + domain
+        encoded = ascii_domain(domain)
+        return shown if encoded == domain else f"{shown} ({encoded})"
     if len(number) <= 4:
         return "•" * len(number)
     head = "+" if number.startswith("+") else ""
@@ -134,7 +142,8 @@ def _subject(row: Row) -> Subject:
         id=row["id"],
         account_id=row["account_id"],
         livemode=flag(row["livemode"]),
-        number=masked(row["to_number"]),
+        # An email as given: `to_number` holds its mailbox.
+        number=masked(row["address"] or row["to_number"]),
         country=row["country"],
         status=row["status"],
         checks=int(row["checks"]),

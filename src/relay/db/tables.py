@@ -105,8 +105,12 @@ verifications = Table(
     Column("id", String(40), primary_key=True),
     Column("account_id", String(40), ForeignKey("accounts.id"), nullable=False),
     Column("livemode", Boolean, nullable=False),
-    # An E.164 number, or an email address (at most 254 characters) for `email`.
+    # The destination as limits and the one pending verification count it: an E.164
+    # number, or for `email` the address's mailbox (`email_address.mailbox_of`, at most
+    # 254 characters; migration 0018).
     Column("to_number", String(254), nullable=False),
+    # An email address as given, where its sends go; NULL for a number (migration 0018).
+    Column("address", String(254)),
     # "" for an email address: it has no country (migration 0016).
     Column("country", String(2), nullable=False),
     Column("sender", String(60), nullable=False),
@@ -130,7 +134,7 @@ verifications = Table(
     Column("canceled_at", UtcDateTime),
     Index("ix_verifications_list", "account_id", "livemode", "id"),
     Index("ix_verifications_to", "account_id", "livemode", "to_number", "id"),
-    # One open verification per number: a second create becomes a resend.
+    # One open verification per number or mailbox: a second create becomes a resend.
     Index(
         "uq_verifications_pending_to",
         "account_id",

@@ -38,15 +38,19 @@ _FOR_CHECK_BY_NUMBER = Sql(
 @dataclass(frozen=True)
 class CheckMaterial:
     """What a check needs, in one read: the verification, its code's MAC, and the wrong
-    codes its number had since the guard's window began."""
+    codes its destination had since the guard's window began."""
 
     verification: Verification
     code_mac: bytes
     failed_checks: int
+    # Its `to_number`: the destination its wrong codes count against (an email's mailbox).
+    key: str
 
     @property
     def destination(self) -> Destination:
-        return Destination(e164=self.verification.to, country=self.verification.country)
+        verification = self.verification
+        mailbox = None if self.key == verification.to else self.key
+        return Destination(verification.to, verification.country, mailbox)
 
 
 async def check_material(
@@ -57,7 +61,7 @@ async def check_material(
     to: str | None,
     failed_since: datetime,
 ) -> CheckMaterial | None:
-    """By id, or the number's pending verification."""
+    """By id, or the pending verification of `to` (a number, or an email's mailbox)."""
     params = {**scope.params(), "failed_since": failed_since}
     if verification_id is not None:
         rows = await tx.fetch(_FOR_CHECK_BY_ID, {**params, "verification_id": verification_id})
@@ -71,4 +75,6 @@ def _material(rows: list[Row]) -> CheckMaterial | None:
     if verification is None:
         return None
     first = rows[0]
-    return CheckMaterial(verification, bytes(first["code_mac"]), int(first["failed_checks"]))
+    return CheckMaterial(
+        verification, bytes(first["code_mac"]), int(first["failed_checks"]), first["to_number"]
+    )

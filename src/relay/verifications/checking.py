@@ -101,7 +101,7 @@ class Checks:
         if not self._abuse.allows_check(scope, found.failed_checks):
             return None
         checks = await self._db.write_alone(
-            lambda tx: store.count_wrong_check(tx, scope, current, now=now)
+            lambda tx: store.count_wrong_check(tx, scope, current, destination=found.key, now=now)
         )
         if checks is None:
             return None
@@ -125,7 +125,7 @@ class Checks:
             # First of all it decides: a request racing it under the key stops here.
             await claim.take(tx, resource_path=resource_path(current.id), now=now)
         refusal = await self._abuse.before_check(
-            tx, scope, destination.e164, failed_checks=found.failed_checks, now=now
+            tx, scope, destination.key, failed_checks=found.failed_checks, now=now
         )
         if refusal:
             if claim is not None:

@@ -4,7 +4,8 @@ One verification has one destination, shared by all its channels: a phone
 number (E.164) for `sms` and `whatsapp`, an email address for `email`. So a
 list of channels never mixes `email` with a phone channel: one code is bound
 to one destination, which a check by `to` and the one pending verification
-per destination rely on.
+per destination rely on. An email address counts as its mailbox
+(`email_address.mailbox_of`): `Ada@x` and `ada+1@x` are one destination.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from relay.carriers.base import PHONE_CHANNELS, Channel
-from relay.email_address import parse_email
+from relay.email_address import mailbox_of, parse_email
 from relay.errors import ParameterInvalid
 from relay.phone import Destination, parse_destination
 
@@ -45,7 +46,8 @@ def destination_for(to: str, channels: Sequence[Channel], *, livemode: bool) -> 
                 "The email channel needs an email address in to, not a phone number.",
                 param="to",
             )
-        return Destination(e164=parse_email(to), country=NO_COUNTRY)
+        address = parse_email(to)
+        return Destination(e164=address, country=NO_COUNTRY, mailbox=mailbox_of(address))
     if "@" in to:
         names = " and ".join(channels)
         raise ParameterInvalid(

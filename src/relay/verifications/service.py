@@ -129,7 +129,8 @@ class VerificationService:
                 lambda tx: self._create(tx, caller, request, destination, route, now, claim)
             )
         except IntegrityViolation:
-            # Another request opened a verification for this number first: a resend.
+            # Another request opened a verification for this destination first (an
+            # email's mailbox, in any spelling): a resend.
             sent = await self._db.write(
                 lambda tx: self._create(tx, caller, request, destination, route, now, claim)
             )
@@ -200,7 +201,9 @@ class VerificationService:
     ) -> _Sent:
         verification = opened.verification
         draft = Draft.render(
-            to=destination.e164,
+            # The address it was opened for: a resend asked for by another spelling of
+            # the mailbox sends the code where it went before, never to a new address.
+            to=verification.to,
             sender=verification.sender,
             locale=verification.locale,
             brand=caller.brand,
@@ -245,6 +248,7 @@ class VerificationService:
         new = NewVerification(
             id=verification_id,
             to=destination.e164,
+            mailbox=destination.mailbox,
             country=destination.country,
             sender=sender_name(caller.brand),
             locale=locale,

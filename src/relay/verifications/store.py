@@ -31,6 +31,7 @@ from relay.verifications.models import (
 @dataclass(frozen=True)
 class NewVerification:
     id: str
+    # Where its sends go: the number, or the email address as given.
     to: str
     country: str
     sender: str
@@ -42,6 +43,8 @@ class NewVerification:
     webhook_url: str | None
     expires_at: datetime
     channels: tuple[Channel, ...] = ("sms",)
+    # An email address's mailbox (`Destination.mailbox`); None for a number.
+    mailbox: str | None = None
 
 
 def joined_channels(channels: tuple[Channel, ...]) -> str:
@@ -59,7 +62,9 @@ def from_row(row: Row, found: Sequence[Attempt] = ()) -> Verification:
         id=row["id"],
         account_id=row["account_id"],
         livemode=flag(row["livemode"]),
-        to=row["to_number"],
+        # `to_number` is the destination as limits count it; an email's own spelling is
+        # `address` (NULL for a number).
+        to=row["address"] or row["to_number"],
         country=row["country"],
         sender=row["sender"],
         locale=row["locale"],
@@ -84,7 +89,7 @@ def from_row(row: Row, found: Sequence[Attempt] = ()) -> Verification:
 PUBLIC = (
     "id, account_id, livemode, to_number, country, sender, locale, code_length, status,"
     " checks, sends, metadata, webhook_url, created_at, updated_at, expires_at, last_sent_at,"
-    " approved_at, canceled_at, channels"
+    " approved_at, canceled_at, channels, address"
 )
 PUBLIC_OF_V = ", ".join(f"v.{name.strip()}" for name in PUBLIC.split(","))
 SCOPED = "account_id = :scope_account AND livemode = :scope_livemode"
@@ -114,9 +119,10 @@ _LOAD_SECRETS = Sql(f"SELECT code_mac, sealed_code FROM verifications WHERE {_TH
 _INSERT_VERIFICATION = Sql(
     "INSERT INTO verifications (id, account_id, livemode, to_number, country, sender, locale,"
     " code_length, code_mac, sealed_code, status, checks, sends, metadata, webhook_url,"
-    " created_at, updated_at, expires_at, last_sent_at, channels) VALUES (:id, :scope_account,"
-    " :scope_livemode, :to, :country, :sender, :locale, :code_length, :code_mac, :sealed_code,"
-    " 'pending', 0, 1, :metadata, :webhook_url, :now, :now, :expires_at, :now, :channels)"
+    " created_at, updated_at, expires_at, last_sent_at, channels, address) VALUES (:id,"
+    " :scope_account, :scope_livemode, :to, :country, :sender, :locale, :code_length,"
+    " :code_mac, :sealed_code, 'pending', 0, 1, :metadata, :webhook_url, :now, :now,"
+    " :expires_at, :now, :channels, :address)"
 )
 _COUNT_RESEND = Sql(
     "UPDATE verifications SET sends = sends + 1, last_sent_at = :now, updated_at = :now,"
@@ -224,7 +230,9 @@ async def insert_verification(
         {
             **scope.params(),
             "id": new.id,
-            "to": new.to,
+            # The mailbox keys the one pending verification's unique index and the limits.
+            "to": new.mailbox or new.to,
+            "address": None if new.mailbox is None else new.to,
             "country": new.country,
             "sender": new.sender,
             "locale": new.locale,
@@ -292,17 +300,18 @@ async def count_check(
 
 
 async def count_wrong_check(
-    tx: Tx, scope: Scope, verification: Verification, *, now: datetime
+    tx: Tx, scope: Scope, verification: Verification, *, destination: str, now: datetime
 ) -> int | None:
-    """Count a wrong code that leaves the verification pending, with its number's wrong
-    code; its checks since, or None if the row as it is now does not allow that."""
+    """Count a wrong code that leaves the verification pending, with its destination's
+    wrong code (`destination`: its `to_number`, an email's mailbox); its checks since, or
+    None if the row as it is now does not allow that."""
     params = _this(scope, verification.id, now=now, bucket=failed_check_bucket(now))
     row = await tx.fetchrow(_COUNT_WRONG, params)
     if row is None:
         return None
     if tx.dialect == "sqlite":
         # SQLite has no UPDATE inside WITH: the counter is the unit's second statement.
-        await add_failed_check(tx, scope, verification.to, at=now)
+        await add_failed_check(tx, scope, destination, at=now)
     return int(row["checks"])
 
 
@@ -329,8 +338,9 @@ async def load_any(tx: Tx, verification_id: str) -> Verification | None:
 
 
 _SENDABLE = Sql(
-    "SELECT v.account_id, v.to_number, v.sender, v.locale, v.sealed_code, v.expires_at, a.brand,"
-    f" a.webotp_domain, {has_templates('a')}"
+    # Sent to the address as given: an email's `to_number` is its mailbox.
+    "SELECT v.account_id, COALESCE(v.address, v.to_number) AS to_number, v.sender, v.locale,"
+    f" v.sealed_code, v.expires_at, a.brand, a.webotp_domain, {has_templates('a')}"
     " FROM verifications v JOIN accounts a ON a.id = v.account_id"
     " WHERE v.id = :verification_id AND v.status = 'pending'"
 )

@@ -8,7 +8,7 @@ from datetime import datetime
 from starlette.responses import Response
 
 from relay.carriers.base import Channel
-from relay.email_address import parse_email
+from relay.email_address import parse_mailbox
 from relay.errors import (
     ParameterInvalid,
     ParameterMissing,
@@ -76,7 +76,8 @@ def _channels(body: CreateVerificationBody) -> tuple[tuple[Channel, ...], str]:
 
 
 def _destination(to: str | None, *, query: bool = False) -> str | None:
-    """An email address as verifications keep it (normalized); a number as it is.
+    """What verifications are found by: an email address's mailbox (any spelling of it
+    finds the verification opened for another), a number as it is.
 
     A malformed number is `phone_number_invalid` in a body, `parameter_invalid` as a
     list filter, as each was before email addresses were destinations.
@@ -84,7 +85,7 @@ def _destination(to: str | None, *, query: bool = False) -> str | None:
     if to is None:
         return None
     if is_email(to):
-        return parse_email(to)
+        return parse_mailbox(to)
     if not re.match(E164_PATTERN, to):
         if query:
             raise ParameterInvalid(
@@ -173,8 +174,8 @@ OPERATIONS = [
         create,
         "create_verification",
         summary="Send a verification",
-        description="Send a code to `to`. A second create for a number that has a pending "
-        "verification resends the same code and returns the same verification.",
+        description="Send a code to `to`. A second create for a number or mailbox that has a "
+        "pending verification resends the same code and returns the same verification.",
         body=CreateVerificationBody,
         response=VerificationObject,
         links=_LINKS,
@@ -185,8 +186,8 @@ OPERATIONS = [
         check,
         "check_verification",
         summary="Check a verification",
-        description="Submit a code by verification `id`, or by `to` for that number's pending "
-        "verification. At most 5 checks count.",
+        description="Submit a code by verification `id`, or by `to` for that number's or "
+        "mailbox's pending verification. At most 5 checks count.",
         body=CheckVerificationBody,
         response=VerificationObject,
     ),

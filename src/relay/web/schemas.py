@@ -80,7 +80,8 @@ class CreateVerificationBody(Strict):
 
     to: str = Field(
         description="Destination: a phone number in E.164 for sms and whatsapp, an email "
-        "address (at most 254 characters, domain required) for email.",
+        "address (at most 254 characters, domain required) for email. An email goes to the "
+        "address as given; limits count its mailbox (case, +tag and domain form aside).",
         examples=["+14155552671"],
         json_schema_extra=DESTINATION_SCHEMA,
     )
@@ -126,7 +127,7 @@ class CheckVerificationBody(Strict):
     to: str | None = Field(
         None,
         description="Or: the destination (phone number or email address) whose pending "
-        "verification to check.",
+        "verification to check; any spelling of an address finds its mailbox's.",
         json_schema_extra=DESTINATION_SCHEMA,
     )
     code: Annotated[str, StringConstraints(min_length=1, max_length=20)] = Field(
@@ -270,7 +271,7 @@ class VerificationListQuery(Query):
     to: str | None = Field(
         None,
         description="Only verifications sent to this destination: a number in E.164, or an "
-        "email address.",
+        "email address (every spelling of its mailbox).",
         json_schema_extra=DESTINATION_SCHEMA,
     )
     created_gte: QueryTime | None = Field(

@@ -9,14 +9,15 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from relay.console import timeline
-from relay.email_address import parse_email
+from relay.email_address import parse_mailbox
 from relay.errors import ParameterInvalid
 from relay.ids import is_id
 from relay.web.console.auth import Console, current, view_of
 from relay.web.console.pages import HEADERS, button_form, e, page, refusal, table
 from relay.web.console.session import Session
 
-# Stored numbers are E.164, addresses normalized: anything else cannot match one.
+# Stored numbers are E.164, email addresses kept by their mailbox: anything else cannot
+# match one, and any spelling of an address finds its mailbox's verifications.
 PHONE_SHAPE = re.compile(r"^\+[1-9]\d{6,14}$")
 
 
@@ -26,7 +27,7 @@ def _destination(q: str) -> str | None:
     if "@" not in q:
         return None
     try:
-        return parse_email(q)
+        return parse_mailbox(q)
     except ParameterInvalid:
         return None
 
