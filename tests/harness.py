@@ -121,6 +121,26 @@ class RunningServer:
             base_url=self.base_url, verify=self.tls_context(), headers=headers, timeout=30
         )
 
+    @property
+    def loopback_url(self) -> str:
+        return self.base_url.replace("localhost", "127.0.0.1")
+
+    def from_address(self, address: str, key: str | None = None) -> httpx.Client:
+        """A client whose connections leave from `address` (127.0.0.2, 127.0.0.3, ...):
+        the server sees a client address of its own, as the TCP peer, with no proxy."""
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        transport = httpx.HTTPTransport(local_address=address, verify=self.tls_context())
+        return httpx.Client(
+            base_url=self.loopback_url, transport=transport, headers=headers, timeout=30
+        )
+
+    def async_from_address(self, address: str, key: str | None = None) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        transport = httpx.AsyncHTTPTransport(local_address=address, verify=self.tls_context())
+        return httpx.AsyncClient(
+            base_url=self.loopback_url, transport=transport, headers=headers, timeout=30
+        )
+
 
 class ServerThread:
     def __init__(

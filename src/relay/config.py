@@ -84,8 +84,9 @@ class Settings(BaseSettings):
     rate_limit: float = Field(100.0, gt=0)
     rate_limit_burst: int = Field(200, ge=1)
     rate_limit_storage: str = "memory://"
-    # Failed authentications (401s) per client address on /v1/, before a 429; a
-    # valid key's requests never count. The same moving window as `rate_limit`.
+    # Failed API authentications (401s) per client address on /v1/. Once spent, only
+    # requests whose key does not authenticate get 429; a valid key is still served.
+    # The same moving window as `rate_limit`.
     auth_failure_rate: float = Field(5.0, gt=0)
     auth_failure_burst: int = Field(300, ge=1)
     idempotency_lease: float = Field(60.0, gt=0, le=3600)

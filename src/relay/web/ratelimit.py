@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from relay.errors import RateLimited
 from relay.services import Services
-from relay.web.callers import base_url, scope_caller
+from relay.web.callers import base_url, bearer_token, scope_caller
 from relay.web.errors import error_response
 from relay.web.peers import client_address, limit_key
 
@@ -165,12 +165,20 @@ _FAILURES_REFUSED = (
 )
 
 
+# Under /v1/ but not API authentication: carrier callbacks prove themselves by their
+# signature (budgeted per carrier where they are verified); the OpenAPI document is public.
+_TAKES_NO_KEY = ("/v1/carriers/", "/v1/openapi.json")
+
+
 class RateLimitMiddleware:
     """For /v1/: failed authentications per client address, then requests per key.
 
-    A client address over its budget of failed authentications (401s) is refused
-    before its key is looked up, so guessing keys costs no database read; a
-    request whose key is accepted is never counted there.
+    Only failures (401s) spend an address's budget, and only failures are refused
+    once it is spent (decision 0041): a request from an address over its budget is
+    authenticated as usual when its key is one this process knows to be valid
+    (`accounts.known_keys`), and refused with 429 before any lookup otherwise, so a
+    guess costs no database read. Under budget, nothing changes for a valid key:
+    one look-up in the window, then its one read.
     """
 
     def __init__(self, app: ASGIApp, *, services: Services) -> None:
@@ -190,12 +198,13 @@ class RateLimitMiddleware:
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
+        path = scope["path"] if scope["type"] == "http" else ""
+        if not path.startswith("/v1/") or path.startswith(_TAKES_NO_KEY):
             await self.app(scope, receive, send)
             return
         client = limit_key(client_address(scope, self.services.settings.trusted_proxies))
         wait = await self.failures.wait(client)
-        if wait is None:
+        if wait is None or await self.services.accounts.is_known_key(bearer_token(scope)):
             await self._limited(scope, receive, self._counting_failures(send, client))
             return
         refusal = RateLimited(_FAILURES_REFUSED, retry_after=wait)
