@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import random
@@ -10,7 +11,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -98,6 +99,17 @@ def using_services(settings: Settings, use: Callable[[Services], Awaitable[T]]) 
             await services.close()
 
     return run(go())
+
+
+@contextlib.contextmanager
+def traced(services: Services) -> Iterator[list[str]]:
+    """The text of every statement the server runs while inside."""
+    statements: list[str] = []
+    services.db.trace(lambda statement, _: statements.append(statement.text))
+    try:
+        yield statements
+    finally:
+        services.db.trace(None)
 
 
 def create_account(settings: Settings, name: str = "Acme") -> NewAccount:

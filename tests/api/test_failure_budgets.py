@@ -5,7 +5,6 @@ database, and carrier callbacks are not API authentication."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Iterator
 
 import pytest
@@ -19,6 +18,7 @@ from tests.harness import (
     create_account,
     free_port,
     test_settings,
+    traced,
     using_services,
 )
 
@@ -144,17 +144,6 @@ def test_callbacks_neither_spend_nor_meet_the_api_failure_budget(server: Running
             CALLBACK, data=form, headers={"X-Twilio-Signature": sign(AUTH_TOKEN, url, form)}
         )
     assert genuine.status_code == 204, genuine.text
-
-
-@contextlib.contextmanager
-def traced(services: Services) -> Iterator[list[str]]:
-    """The text of every statement the server runs while inside."""
-    statements: list[str] = []
-    services.db.trace(lambda statement, _: statements.append(statement.text))
-    try:
-        yield statements
-    finally:
-        services.db.trace(None)
 
 
 def revoke(server: RunningServer, raw: str) -> None:
