@@ -27,8 +27,9 @@ from limits.storage import storage_from_string
 log = logging.getLogger("relay.limits")
 T = TypeVar("T")
 
-# Redis answers in well under a millisecond; a store slower than this is treated as down.
-STORAGE_TIMEOUT = 0.5
+# Redis answers in well under a millisecond; a store slower than this is treated as down
+# (with room for a first connection, and for a busy event loop).
+STORAGE_TIMEOUT = 1.0
 RETRY_EVERY = 1.0
 WARN_EVERY = 60.0
 
@@ -137,9 +138,11 @@ class SharedStore:
                 raise StoreDown
             # This request tries the store; the others meanwhile count in the process.
             self._down_until = now + RETRY_EVERY
+        # Built before the clock starts: building it imports the Redis client.
+        storage = self.storage
         try:
             async with asyncio.timeout(STORAGE_TIMEOUT):
-                answer = await work(self.storage)
+                answer = await work(storage)
         except (StorageError, OSError, TimeoutError) as error:
             self._down_until = self._clock() + RETRY_EVERY
             self._outages.down(self.uri, error)
