@@ -5,6 +5,7 @@ database, and carrier callbacks are not API authentication."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -104,11 +105,13 @@ def test_a_guess_from_an_address_over_budget_reads_no_database(server: RunningSe
 
         return await asyncio.gather(*(one(i) for i in range(count)))
 
+    started = time.monotonic()
     with traced(server.services) as statements:
         assert set(asyncio.run(guess_at_once(40))) == {429}
-    # Forty well-formed guesses: at most a snapshot of the valid keys a second between
-    # them (two, if one was already queued), never a key looked up.
-    assert 1 <= len(statements) <= 2, statements
+    seconds = time.monotonic() - started
+    # Forty well-formed guesses: a snapshot of the valid keys a second at most between
+    # them (the first may have been queued before), never a key looked up.
+    assert 1 <= len(statements) <= 2 + int(seconds), (seconds, statements)
     assert all("SELECT key_hash FROM api_keys" in text for text in statements), statements
 
 
