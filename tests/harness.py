@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import random
@@ -10,7 +11,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -100,6 +101,17 @@ def using_services(settings: Settings, use: Callable[[Services], Awaitable[T]]) 
     return run(go())
 
 
+@contextlib.contextmanager
+def traced(services: Services) -> Iterator[list[str]]:
+    """The text of every statement the server runs while inside."""
+    statements: list[str] = []
+    services.db.trace(lambda statement, _: statements.append(statement.text))
+    try:
+        yield statements
+    finally:
+        services.db.trace(None)
+
+
 def create_account(settings: Settings, name: str = "Acme") -> NewAccount:
     return using_services(settings, lambda services: services.accounts.create_account(name))
 
@@ -119,6 +131,26 @@ class RunningServer:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         return httpx.Client(
             base_url=self.base_url, verify=self.tls_context(), headers=headers, timeout=30
+        )
+
+    @property
+    def loopback_url(self) -> str:
+        return self.base_url.replace("localhost", "127.0.0.1")
+
+    def from_address(self, address: str, key: str | None = None) -> httpx.Client:
+        """A client whose connections leave from `address` (127.0.0.2, 127.0.0.3, ...):
+        the server sees a client address of its own, as the TCP peer, with no proxy."""
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        transport = httpx.HTTPTransport(local_address=address, verify=self.tls_context())
+        return httpx.Client(
+            base_url=self.loopback_url, transport=transport, headers=headers, timeout=30
+        )
+
+    def async_from_address(self, address: str, key: str | None = None) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        transport = httpx.AsyncHTTPTransport(local_address=address, verify=self.tls_context())
+        return httpx.AsyncClient(
+            base_url=self.loopback_url, transport=transport, headers=headers, timeout=30
         )
 
 

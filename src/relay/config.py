@@ -84,8 +84,9 @@ class Settings(BaseSettings):
     rate_limit: float = Field(100.0, gt=0)
     rate_limit_burst: int = Field(200, ge=1)
     rate_limit_storage: str = "memory://"
-    # Failed authentications (401s) per client address on /v1/, before a 429; a
-    # valid key's requests never count. The same moving window as `rate_limit`.
+    # Failed API authentications (401s) per client address on /v1/. Once spent, only
+    # requests whose key does not authenticate get 429; a valid key is still served.
+    # The same moving window as `rate_limit`.
     auth_failure_rate: float = Field(5.0, gt=0)
     auth_failure_burst: int = Field(300, ge=1)
     idempotency_lease: float = Field(60.0, gt=0, le=3600)
@@ -137,9 +138,14 @@ class Settings(BaseSettings):
     console_signin_rate: float = Field(0.2, gt=0)
     console_signin_burst: int = Field(5, ge=1)
     # Failed sign-ins with a key of one mode (sk_test_, sk_live_), from every address
-    # together: what spreading guesses over many addresses gains at most.
+    # together. Once spent, a key of that mode the process does not know to be valid is
+    # refused without a database read; a valid key still signs in.
     console_signin_prefix_rate: float = Field(1.0, gt=0)
     console_signin_prefix_burst: int = Field(60, ge=1)
+    # Failed admin-token sign-ins from every address together. Once spent, every
+    # admin-token attempt waits a second before it is compared; the right one signs in.
+    console_admin_failure_rate: float = Field(0.1, gt=0)
+    console_admin_failure_burst: int = Field(30, ge=1)
     # Strict-Transport-Security max-age on every HTTPS answer; 0 sends none.
     hsts_seconds: int = Field(31_536_000, ge=0)
 

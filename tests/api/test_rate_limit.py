@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from relay.web.ratelimit import LocalMovingWindow, async_storage_uri, window_item
+from relay.web.limit_storage import async_storage_uri
+from relay.web.ratelimit import LocalMovingWindow, window_item
 from tests.concurrency.relay_processes import Served, relay_servers
 from tests.harness import RunningServer, ServerThread, create_account, test_settings
 

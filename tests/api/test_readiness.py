@@ -78,7 +78,13 @@ def test_a_ready_server_answers_200_with_each_check(
     ready = get(server, "/readyz")
     assert ready.status_code == 200
     assert ready.json()["ok"] is True
-    assert set(ready.json()["checks"]) == {"database", "migrations", "carriers"}
+    assert set(ready.json()["checks"]) == {
+        "database",
+        "migrations",
+        "carriers",
+        "rate_limit_storage",
+    }
+    assert ready.json()["checks"]["rate_limit_storage"] == "in process"
 
 
 def test_an_unreachable_database_is_503_named_and_200_again_once_it_returns(

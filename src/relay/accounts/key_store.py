@@ -188,3 +188,15 @@ async def note_use(tx: Tx, key_id: str, *, now: datetime) -> None:
 
 async def note_refusal(tx: Tx, key_id: str, reason: str, *, now: datetime) -> None:
     await tx.execute(_NOTE_REFUSAL, {"id": key_id, "now": now, "reason": reason[:200]})
+
+
+# What the known-keys gate admits (`accounts.known_keys`): read at most once a second.
+_VALID_KEY_HASHES = Sql(
+    "SELECT key_hash FROM api_keys"
+    " WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > :now)"
+)
+
+
+async def valid_key_hashes(tx: Tx, *, now: datetime) -> list[str]:
+    """The hash of every key that is neither revoked nor past its roll at `now`."""
+    return [str(row["key_hash"]) for row in await tx.fetch(_VALID_KEY_HASHES, {"now": now})]

@@ -15,6 +15,7 @@ from relay.accounts.access import (
     refusal,
     stored_networks,
 )
+from relay.accounts.known_keys import KnownKeys
 from relay.accounts.models import (
     MAX_ACTIVE_KEYS_PER_MODE,
     MODES,
@@ -52,6 +53,11 @@ class AccountService:
         self._keyring = keyring
         self._clock = clock
         self._notes = KeyNotes(db)
+        self.known = KnownKeys(self._valid_key_hashes)
+
+    async def _valid_key_hashes(self) -> list[str]:
+        now = self._clock.now()
+        return await self._db.read(lambda tx: key_store.valid_key_hashes(tx, now=now))
 
     async def create_account(self, name: str, *, brand: str | None = None) -> NewAccount:
         now = self._clock.now()
@@ -170,17 +176,33 @@ class AccountService:
         key_hash = _presented_hash(raw_key)
         # One statement, outside any transaction: this runs on every request.
         found = await self._db.read(lambda tx: key_store.find_key(tx, key_hash))
-        return await self._accepted(found, client)
+        return await self._accepted(found, key_hash, client)
 
-    async def _accepted(self, found: FoundKey | None, client: IpAddress | None) -> Caller:
+    async def is_known_key(self, raw_key: str | None) -> bool:
+        """Whether `raw_key` is well formed and a key this process knows to be valid
+        (`known_keys`): no read of its own, at most one snapshot a second between all
+        callers. For clients over a failure budget; `authenticate` still decides."""
+        if raw_key is None or key_mode(raw_key) is None:
+            return False
+        return await self.known.knows(hash_api_key(raw_key))
+
+    async def _accepted(
+        self, found: FoundKey | None, key_hash: str, client: IpAddress | None
+    ) -> Caller:
         # One answer for every failure, so probing reveals nothing about which keys exist.
         if found is None:
             raise AuthenticationFailed()
         now = self._clock.now()
         reason = refusal(found, now=now, client=client)
         if reason is not None:
+            if found.revoked_at is not None or (
+                found.expires_at is not None and found.expires_at <= now
+            ):
+                # Never answers again; a key out of its ranges still may, elsewhere.
+                self.known.forget(key_hash)
             await self._notes.refused(found.caller.key_id, reason, now)
             raise AuthenticationFailed()
+        self.known.learn(key_hash)
         await self._notes.used(found.caller.key_id, now)
         return found.caller
 

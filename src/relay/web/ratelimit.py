@@ -16,33 +16,24 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from limits import RateLimitItem, RateLimitItemPerSecond
 from limits.aio.storage import Storage
 from limits.aio.strategies import MovingWindowRateLimiter
-from limits.storage import storage_from_string
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from relay.errors import RateLimited
 from relay.services import Services
-from relay.web.callers import base_url, scope_caller
+from relay.web.callers import base_url, bearer_token, scope_caller
 from relay.web.errors import error_response
+from relay.web.limit_storage import SharedStore, StoreDown, is_memory
 from relay.web.peers import client_address, limit_key
 
 
 def window_item(rate: float, burst: int) -> RateLimitItem:
     seconds = max(1, math.ceil(burst / rate))
     return RateLimitItemPerSecond(max(burst, math.floor(rate * seconds)), seconds)
-
-
-def _is_memory(uri: str) -> bool:
-    return uri.removeprefix("async+").startswith("memory://")
-
-
-def async_storage_uri(uri: str) -> str:
-    """Settings name storages as users know them (redis://…); `limits` wants async+redis://…"""
-    return uri if uri.startswith("async+") else f"async+{uri}"
 
 
 class LocalMovingWindow:
@@ -109,8 +100,9 @@ def _slide(hits: deque[float], start: float) -> None:
 class RequestRateLimiter:
     """A moving window per key, in this process or in the shared storage (Redis).
 
-    `clock` gives the seconds the in-process window counts in (monotonic); tests
-    move it. A shared storage counts on its own wall time.
+    `clock` gives the seconds the in-process windows count in (monotonic); tests
+    move it. A shared storage counts on its own wall time. While the shared storage
+    is down, the same rule is counted in this process (`limit_storage`).
     """
 
     def __init__(
@@ -123,34 +115,48 @@ class RequestRateLimiter:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.item = window_item(rate, burst)
-        self._uri = async_storage_uri(storage_uri)
         self._namespace = namespace
         self._clock = clock
         self._limiter: MovingWindowRateLimiter | None = None
-        self.local = LocalMovingWindow(self.item) if _is_memory(storage_uri) else None
-
-    def _strategy(self) -> MovingWindowRateLimiter:
-        # Built on first use, inside the server's event loop, which the storage binds to.
-        if self._limiter is None:
-            storage = storage_from_string(self._uri)
-            assert isinstance(storage, Storage), "rate limit storage must be async"
-            self._limiter = MovingWindowRateLimiter(storage)
-        return self._limiter
+        self.local = LocalMovingWindow(self.item) if is_memory(storage_uri) else None
+        self.shared = None if self.local is not None else SharedStore(storage_uri, clock=clock)
+        self._fallback = LocalMovingWindow(self.item)
 
     async def acquire(self, key: str) -> int | None:
         """None if the request may run (it is counted); otherwise whole seconds until one may."""
         if self.local is not None:
             return self.local.acquire(key, now=self._clock())
-        limiter = self._strategy()
-        if await limiter.hit(self.item, self._namespace, key):
-            return None
-        return await self._reset(limiter, key)
+        try:
+            return await self._shared(lambda limiter: self._hit(limiter, key))
+        except StoreDown:
+            return self._fallback.acquire(key, now=self._clock())
 
     async def wait(self, key: str) -> int | None:
         """What `acquire` would answer, without counting: for budgets spent only by failures."""
         if self.local is not None:
             return self.local.wait(key, now=self._clock())
-        limiter = self._strategy()
+        try:
+            return await self._shared(lambda limiter: self._test(limiter, key))
+        except StoreDown:
+            return self._fallback.wait(key, now=self._clock())
+
+    async def _shared(
+        self, work: Callable[[MovingWindowRateLimiter], Awaitable[int | None]]
+    ) -> int | None:
+        assert self.shared is not None
+        return await self.shared.run(lambda storage: work(self._strategy(storage)))
+
+    def _strategy(self, storage: Storage) -> MovingWindowRateLimiter:
+        if self._limiter is None:
+            self._limiter = MovingWindowRateLimiter(storage)
+        return self._limiter
+
+    async def _hit(self, limiter: MovingWindowRateLimiter, key: str) -> int | None:
+        if await limiter.hit(self.item, self._namespace, key):
+            return None
+        return await self._reset(limiter, key)
+
+    async def _test(self, limiter: MovingWindowRateLimiter, key: str) -> int | None:
         if await limiter.test(self.item, self._namespace, key):
             return None
         return await self._reset(limiter, key)
@@ -165,12 +171,20 @@ _FAILURES_REFUSED = (
 )
 
 
+# Under /v1/ but not API authentication: carrier callbacks prove themselves by their
+# signature (budgeted per carrier where they are verified); the OpenAPI document is public.
+_TAKES_NO_KEY = ("/v1/carriers/", "/v1/openapi.json")
+
+
 class RateLimitMiddleware:
     """For /v1/: failed authentications per client address, then requests per key.
 
-    A client address over its budget of failed authentications (401s) is refused
-    before its key is looked up, so guessing keys costs no database read; a
-    request whose key is accepted is never counted there.
+    Only failures (401s) spend an address's budget, and only failures are refused
+    once it is spent (decision 0041): a request from an address over its budget is
+    authenticated as usual when its key is one this process knows to be valid
+    (`accounts.known_keys`), and refused with 429 before any lookup otherwise, so a
+    guess costs no database read. Under budget, nothing changes for a valid key:
+    one look-up in the window, then its one read.
     """
 
     def __init__(self, app: ASGIApp, *, services: Services) -> None:
@@ -190,12 +204,13 @@ class RateLimitMiddleware:
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
+        path = scope["path"] if scope["type"] == "http" else ""
+        if not path.startswith("/v1/") or path.startswith(_TAKES_NO_KEY):
             await self.app(scope, receive, send)
             return
         client = limit_key(client_address(scope, self.services.settings.trusted_proxies))
         wait = await self.failures.wait(client)
-        if wait is None:
+        if wait is None or await self.services.accounts.is_known_key(bearer_token(scope)):
             await self._limited(scope, receive, self._counting_failures(send, client))
             return
         refusal = RateLimited(_FAILURES_REFUSED, retry_after=wait)

@@ -3,7 +3,10 @@
 `/healthz` says the process runs (liveness: restart it if not). `/readyz`
 says it can do its work (readiness: send it traffic or not): the database
 answers, its migrations are at this code's head, and every live carrier
-this process sends through is bound. Each check is cheap and bounded in time,
+this process sends through is bound. It also names the state of the rate
+limits' store without failing on it: every process shares that one store, and
+while it is down each counts the limits itself (decision 0042), so draining
+them all would turn a weaker limit into an outage. Each check is cheap and bounded in time,
 so a load balancer may poll it every second. Both answers name the running
 version, so a rolling upgrade can tell which release each process runs.
 """
@@ -25,6 +28,7 @@ from relay.errors import NotReady
 from relay.services import Services
 from relay.version import VERSION
 from relay.web.errors import error_body, status_and_type
+from relay.web.limit_storage import StorageCheck
 from relay.web.responses import JsonResponse
 
 # A database that takes longer than this to answer one tiny read is not ready.
@@ -36,10 +40,11 @@ _VERSION = "SELECT version_num FROM alembic_version"
 class Readiness:
     services: Services
     head: str
+    limits: StorageCheck
 
     @classmethod
     def of(cls, services: Services) -> Readiness:
-        return cls(services, head_revision())
+        return cls(services, head_revision(), StorageCheck(services.settings.rate_limit_storage))
 
     async def answer(self, *, base_url: str) -> Response:
         """200 with each check's state, or the `not_ready` refusal; both with the version."""
@@ -59,7 +64,12 @@ class Readiness:
                 f"Not ready: migrations: the database is at {revision}, this code needs"
                 f" {self.head}; run `relay migrate`."
             )
-        return {"database": "ok", "migrations": revision, "carriers": self._carriers()}
+        return {
+            "database": "ok",
+            "migrations": revision,
+            "carriers": self._carriers(),
+            "rate_limit_storage": await self.limits.state(),
+        }
 
     async def _database(self) -> str:
         url = self.services.settings.resolved_database_url

@@ -1,17 +1,22 @@
 """Signing in and out, and what every console request checks first.
 
 A key session sees its own account in the key's mode; an admin session (the
-`admin_token` setting) sees every account. Failed sign-ins are limited with the
+`admin_token` setting) sees every account. Failed sign-ins are counted with the
 API's own moving-window limiter, per client address (as `trusted_proxies`
-resolve it) and per key prefix across every address, so guessing keys here is
-no faster than against the API; a sign-in that succeeds never counts, so an
-office behind one address signs in as often as it likes. Every POST must come
-from this origin (Origin header) and, once signed in, carry the session's CSRF
-token.
+resolve it), per key prefix across every address, and for the admin token
+across every address; a sign-in that succeeds never counts. A right secret always
+signs in, whatever the budgets say (decision 0041): once a budget a key would
+spend is spent, a key this process does not know to be valid
+(`accounts.known_keys`) is refused with 429 without a database read, and a known
+one is authenticated as usual; once the admin budget is spent, every admin-token
+attempt waits ADMIN_ATTEMPT_DELAY before it is compared, and a wrong one is
+refused with 429. Every POST must come from this origin (Origin header) and,
+once signed in, carry the session's CSRF token.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 from dataclasses import dataclass
 from urllib.parse import parse_qs
@@ -31,15 +36,20 @@ from relay.web.peers import client_address, limit_key
 from relay.web.ratelimit import RequestRateLimiter
 
 _KEY_PREFIXES = ("sk_test_", "sk_live_")
+# Seconds every admin-token attempt waits, the right one too, while the admin budget
+# is spent: a guess holds a connection that long, and an early answer tells nothing.
+ADMIN_ATTEMPT_DELAY = 1.0
 
 
 @dataclass
 class Console:
     services: Services
     sessions: Sessions
-    # Failed sign-ins per client address, and per key prefix from every address.
+    # Failed sign-ins per client address, per key prefix from every address, and with
+    # the admin token from every address.
     signins: RequestRateLimiter
     prefixes: RequestRateLimiter
+    admin_failures: RequestRateLimiter
 
     @classmethod
     def of(cls, services: Services) -> Console:
@@ -58,6 +68,12 @@ class Console:
                 burst=settings.console_signin_prefix_burst,
                 storage_uri=settings.rate_limit_storage,
                 namespace="relay-console-signin-prefix",
+            ),
+            RequestRateLimiter(
+                rate=settings.console_admin_failure_rate,
+                burst=settings.console_admin_failure_burst,
+                storage_uri=settings.rate_limit_storage,
+                namespace="relay-console-admin-failure",
             ),
         )
 
@@ -185,32 +201,41 @@ async def sign_in(console: Console, request: Request) -> Response:
     if not same_origin(request):
         return _signin_page("Sign in from this server's own page.", status=403)
     secret = (await form(request)).get("secret", "").strip()
-    budgets = _budgets(console, request, secret)
-    waits = [wait for limiter, key in budgets if (wait := await limiter.wait(key)) is not None]
-    if waits:
-        wait = max(waits)
-        return page(
-            "Sign in",
-            refusal(f"Too many failed sign-ins; try again in {wait} s."),
-            status=429,
-            headers={"Retry-After": str(wait)},
-        )
-    now = _now(console)
-    admin = console.services.settings.admin_token
-    if admin and hmac.compare_digest(secret.encode(), admin.encode()):
-        _, cookie = await console.sessions.issue(kind="admin", now=now)
+    address = (console.signins, limit_key(_client(console, request)))
+    prefix = next((p for p in _KEY_PREFIXES if secret.startswith(p)), None)
+    budgets = [address]
+    # What is not shaped like a key is an admin-token attempt (an admin token shaped like
+    # a key still signs in, it is only never delayed).
+    if secret and prefix is None and console.services.settings.admin_token:
+        budgets.append((console.admin_failures, "admin"))
+        if await console.admin_failures.wait("admin") is not None:
+            await asyncio.sleep(ADMIN_ATTEMPT_DELAY)
+    if _is_admin_token(console, secret):
+        _, cookie = await console.sessions.issue(kind="admin", now=_now(console))
         return _signed_in(console, cookie)
+    if prefix is not None:
+        return await _key_sign_in(console, request, secret, [address, (console.prefixes, prefix)])
+    return await _failed(budgets, await _waits(budgets))
+
+
+Budgets = list[tuple[RequestRateLimiter, str]]
+
+
+async def _key_sign_in(
+    console: Console, request: Request, secret: str, budgets: Budgets
+) -> Response:
+    """A key signs in if it answers this client, whatever the budgets; once one it would
+    spend is spent, only a key this process knows to be valid costs a database read."""
+    waits = await _waits(budgets)
+    if waits and not await console.services.accounts.is_known_key(secret):
+        return _too_many(max(waits))
     try:
-        caller = await console.services.accounts.authenticate(
-            secret or None, _client(console, request)
-        )
+        caller = await console.services.accounts.authenticate(secret, _client(console, request))
     except AuthenticationFailed:
-        for limiter, key in budgets:
-            await limiter.acquire(key)
-        return _signin_page("That key or token was not accepted.", status=401)
+        return await _failed(budgets, [])
     _, cookie = await console.sessions.issue(
         kind="key",
-        now=now,
+        now=_now(console),
         account_id=caller.account_id,
         livemode=caller.livemode,
         key_id=caller.key_id,
@@ -218,16 +243,31 @@ async def sign_in(console: Console, request: Request) -> Response:
     return _signed_in(console, cookie)
 
 
-def _budgets(
-    console: Console, request: Request, secret: str
-) -> list[tuple[RequestRateLimiter, str]]:
-    """The budgets a failed sign-in with `secret` spends: its client's, and for what
-    looks like a key, its prefix's (the part of a key that is not secret)."""
-    budgets = [(console.signins, limit_key(_client(console, request)))]
-    prefix = next((p for p in _KEY_PREFIXES if secret.startswith(p)), None)
-    if prefix is not None:
-        budgets.append((console.prefixes, prefix))
-    return budgets
+def _is_admin_token(console: Console, secret: str) -> bool:
+    admin = console.services.settings.admin_token
+    return bool(admin) and hmac.compare_digest(secret.encode(), str(admin).encode())
+
+
+async def _waits(budgets: Budgets) -> list[int]:
+    return [wait for limiter, key in budgets if (wait := await limiter.wait(key)) is not None]
+
+
+async def _failed(budgets: Budgets, waits: list[int]) -> Response:
+    """A wrong secret: counted in each of its budgets; 429 if one was already spent."""
+    for limiter, key in budgets:
+        await limiter.acquire(key)
+    if waits:
+        return _too_many(max(waits))
+    return _signin_page("That key or token was not accepted.", status=401)
+
+
+def _too_many(wait: int) -> Response:
+    return page(
+        "Sign in",
+        refusal(f"Too many failed sign-ins; try again in {wait} s."),
+        status=429,
+        headers={"Retry-After": str(wait)},
+    )
 
 
 def _signed_in(console: Console, cookie: str) -> Response:
