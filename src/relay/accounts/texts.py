@@ -8,6 +8,7 @@ from relay.accounts import store, template_store
 from relay.accounts.template_store import AccountTemplate
 from relay.clock import Clock
 from relay.db.driver import Db
+from relay.db.limits import check_length
 from relay.db.sql import Tx
 from relay.errors import ParameterInvalid, ResourceMissing
 from relay.sms.custom import CUSTOM_CHANNELS, TemplateInvalid, check_template, sms_segments
@@ -76,12 +77,13 @@ class AccountTexts:
 
 def _locale(locale: str) -> str:
     try:
-        return normalize_locale(locale)
+        tag = normalize_locale(locale)
     except MalformedLocale as exc:
         raise ParameterInvalid(
             f"locale {locale!r} is not a BCP 47 language tag (en, pt-BR, zh-Hant).",
             param="locale",
         ) from exc
+    return check_length(tag, "account_templates", "locale", param="locale", label="A locale")
 
 
 async def _brand(tx: Tx, account_id: str) -> str:
