@@ -2,10 +2,9 @@
 
 A key session sees its own account's keys in its own mode, with forms to revoke its
 own key or narrow its ranges only (the others are listed read-only), and no form to
-create or roll one; an admin
-names the account (`?account=acct_…`), sees both modes and every form. Which
-form is shown is decided by `relay.accounts.authority`, as the actions themselves
-(`key_actions.py`) are.
+create or roll one; an admin names the account (`?account=acct_…`), sees both modes
+and every form. Which form is shown is decided by `relay.accounts.authority`, as the
+actions themselves (`key_actions.py`) are.
 """
 
 from __future__ import annotations
