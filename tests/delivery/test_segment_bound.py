@@ -13,10 +13,14 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from relay.accounts.models import NewAccount
 from relay.cli.main import main as relay_main
+from relay.delivery.at_once import FITS_PER_SEGMENT
 from relay.sms.custom import longest_segments, sms_segments
+from relay.sms.encoding import segment_count
 from tests.carriers.reading import attempts, event_types
 from tests.carriers.twilio_fake import VALID_FROM, FakeTwilio
 from tests.harness import (
@@ -156,3 +160,22 @@ def test_setting_a_text_over_the_bound_is_refused_in_one_line(
     ]
     assert relay_main(["accounts", "template", "list", account.id, *where]) == 0
     assert capsys.readouterr().out == ""
+
+
+@example((1, "😀" * FITS_PER_SEGMENT))
+@example((3, "a" + "😀" * (3 * FITS_PER_SEGMENT - 1)))
+@example((3, "€" * 3 * FITS_PER_SEGMENT))
+@given(
+    st.integers(min_value=1, max_value=10).flatmap(
+        lambda segments: st.tuples(
+            st.just(segments),
+            st.text(
+                alphabet=st.sampled_from("a€[😀ж\n"),
+                max_size=FITS_PER_SEGMENT * segments,
+            ),
+        )
+    )
+)
+def test_a_body_short_enough_to_skip_counting_always_fits(case: tuple[int, str]) -> None:
+    segments, body = case
+    assert segment_count(body) <= segments

@@ -45,16 +45,25 @@ class Leases:
     max_segments: int = 3
 
 
+# A body of at most this many characters per allowed segment fits without counting:
+# no character takes more than 2 units (a UCS-2 surrogate pair, a GSM-7 escape), and a
+# part of a long SMS holds 67 UCS-2 units (153 septets), a pair never split across two.
+FITS_PER_SEGMENT = 33
+
+
 def too_long(carrier: object, job: Job, leases: Leases, *, now: datetime) -> routing.Fail | None:
     """The failure of an SMS longer than `max_segments`, decided before any submit, or None.
 
     Own texts are refused at that length when set; this catches what changed since
-    (the brand, the WebOTP domain, the setting), at the cost of counting the body.
+    (the brand, the WebOTP domain, the setting), at the cost of counting a long body.
     Failover goes on: the next SMS carrier fails the same way, another channel sends.
     """
     if getattr(carrier, "channel", None) != "sms":
         return None
-    if segment_count(job.sms.body) <= leases.max_segments:
+    body = job.sms.body
+    if len(body) <= FITS_PER_SEGMENT * leases.max_segments:
+        return None
+    if segment_count(body) <= leases.max_segments:
         return None
     attempt = job.attempt
     return routing.after_failure(
