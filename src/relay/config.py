@@ -117,6 +117,10 @@ class Settings(BaseSettings):
     message_ttl: int = Field(600, ge=60, le=86400)
     # The Send API's sender id: messages go out from one shared sender.
     shared_sender: str = Field("Relay", min_length=1, max_length=11)
+    # SMS segments a code's text may take: an own text that can take more is refused
+    # when set, and an SMS that would take more (a brand or WebOTP domain changed
+    # since) fails its attempt with `sms_too_long` instead of being sent.
+    max_segments: int = Field(3, ge=1, le=10)
     # Delay before the sandbox delivers to +15005550003.
     sandbox_slow_delivery: float = Field(5.0, ge=0, le=3600)
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import threading
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Any
+from types import TracebackType
+from typing import Any, TextIO
 
 import orjson
 
@@ -110,10 +112,47 @@ def _safe(value: Any) -> Any:
 
 
 def configure(level: str = "info", log_format: str = "text") -> None:
+    """Every log line to stderr, in `log_format`. In JSON mode, what would otherwise
+    print text of its own becomes a log line too: Python's warnings, an exception
+    nothing caught (in any thread), and the lines `tell` writes."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else KeyValueFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    # Python's warnings go to stderr as text of their own; in JSON mode they become lines too.
     logging.captureWarnings(log_format == "json")
+    if log_format == "json":
+        sys.excepthook = _uncaught
+        threading.excepthook = _uncaught_in_thread
+
+
+def json_lines() -> bool:
+    """Whether the log is configured as one JSON object per line."""
+    return any(isinstance(h.formatter, JsonFormatter) for h in logging.getLogger().handlers)
+
+
+def tell(
+    line: str, *, action: str, level: int = logging.INFO, stream: TextIO | None = None
+) -> None:
+    """A line for whoever runs Relay (`relay: warning: …`, `Relay worker stopped`): printed
+    as it is to `stream` (stderr by default) with text logs; with JSON logs, a log line
+    named `action` whose `detail` is the line, so that every line stays JSON."""
+    if json_lines():
+        detail = line.removeprefix("relay: ")
+        logging.getLogger("relay").log(level, action, extra={"detail": detail})
+        return
+    print(line, file=stream or sys.stderr, flush=True)
+
+
+def _uncaught(kind: type[BaseException], error: BaseException, trace: TracebackType | None) -> None:
+    logging.getLogger("relay").critical("relay.uncaught_exception", exc_info=(kind, error, trace))
+
+
+def _uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
+    if args.exc_value is None or args.exc_type is SystemExit:
+        return
+    logging.getLogger("relay").critical(
+        "relay.uncaught_exception",
+        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+        extra={"in_thread": getattr(args.thread, "name", None)},
+    )

@@ -71,7 +71,7 @@ def build_services(
         keyring=keyring,
         sandbox=delivery.carriers.sandbox,
         accounts=accounts,
-        texts=AccountTexts(db, clock),
+        texts=AccountTexts(db, clock, max_segments=settings.max_segments),
         verifications=VerificationService(
             db, keyring, clock, delivery=delivery, limits=limits, abuse=abuse
         ),
@@ -109,6 +109,7 @@ def build_delivery(
         {"verification": VerificationOwner(keyring), "message": MessageOwner(keyring)},
         receipt_timeout=settings.receipt_timeout,
         lease=settings.dispatch_lease,
+        max_segments=settings.max_segments,
         # Attempt errors are stored, so their doc_url cannot follow each request's
         # Host header: the public URL when set, else the address Relay serves on.
         docs=(settings.public_url or f"https://{settings.host}:{settings.port}").rstrip("/"),

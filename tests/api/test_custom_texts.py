@@ -10,9 +10,11 @@ from typing import Any
 import httpx
 import pytest
 
+from relay.accounts import template_store
 from relay.accounts.models import NewAccount
 from relay.cli.main import main as relay_main
-from tests.harness import RunningServer, create_account
+from relay.services import Services
+from tests.harness import RunningServer, create_account, using_services
 
 _numbers = itertools.count(1000)
 
@@ -69,18 +71,18 @@ def test_the_accounts_sms_text_is_sent_with_brand_code_and_minutes(
 def test_the_email_text_travels_to_carriers_with_the_passcode(
     server: RunningServer, acme: NewAccount, acme_api: httpx.Client
 ) -> None:
-    assert put(server, acme, "email", "fr", "Bonjour, voici {code}.") == 0
+    assert put(server, acme, "email", "fr", "Bonjour, voici votre code {brand} : {code}.") == 0
     to = french()
     create(acme_api, to)
     sms = last_sms(server, to)
-    assert sms.passcode.templates == {"email": "Bonjour, voici {code}."}
+    assert sms.passcode.templates == {"email": "Bonjour, voici votre code {brand} : {code}."}
     assert sms.body.startswith("Votre code de vérification Acme")
 
 
 def test_a_deleted_text_gives_way_to_relays_words(
     server: RunningServer, acme: NewAccount, acme_api: httpx.Client
 ) -> None:
-    assert put(server, acme, "sms", "fr", "Code {code}") == 0
+    assert put(server, acme, "sms", "fr", "{brand} {code}") == 0
     assert template(server, "delete", acme.id, "--channel", "sms", "--locale", "fr") == 0
     to = french()
     create(acme_api, to)
@@ -110,6 +112,7 @@ def test_a_text_in_a_language_relay_lacks_serves_that_languages_country(
     ("text", "said"),
     [
         ("Your code", "text: the text must hold {code}"),
+        ("Your code is {code}", "text: the text must hold {brand}"),
         ("Code {code} for {user}", "text: unknown placeholder {user}"),
         ("Code {code:>8}", "text: unknown placeholder {code:>8}"),
         ("Code {code", "text: unbalanced brace"),
@@ -133,14 +136,14 @@ def test_a_text_relay_cannot_fill_is_refused_in_one_line_with_exit_2(
 def test_a_malformed_locale_is_refused_with_exit_2(
     server: RunningServer, acme: NewAccount, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert put(server, acme, "sms", "english", "{code}") == 2
+    assert put(server, acme, "sms", "english", "{brand} {code}") == 2
     assert "relay: locale: locale 'english' is not a BCP 47" in capsys.readouterr().err
 
 
 def test_a_two_segment_text_is_saved_with_a_warning_giving_the_count(
     server: RunningServer, acme: NewAccount, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert put(server, acme, "sms", "en", "{code} " + "Thank you for choosing us. " * 7) == 0
+    assert put(server, acme, "sms", "en", "{brand} {code} " + "Thanks for choosing us. " * 7) == 0
     captured = capsys.readouterr()
     assert "saved" in captured.out
     assert "warning: this text takes 2 SMS segments" in captured.err
@@ -149,15 +152,41 @@ def test_a_two_segment_text_is_saved_with_a_warning_giving_the_count(
 def test_the_list_shows_every_text_and_json_gives_its_fields(
     server: RunningServer, acme: NewAccount, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert put(server, acme, "sms", "en", "Code {code}") == 0
-    assert put(server, acme, "email", "zh_tw", "驗證碼 {code}") == 0
+    assert put(server, acme, "sms", "en", "{brand} code {code}") == 0
+    assert put(server, acme, "email", "zh_tw", "{brand}驗證碼 {code}") == 0
     capsys.readouterr()
     assert template(server, "list", acme.id, "--json") == 0
     listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [(t["channel"], t["locale"], t["text"]) for t in listed] == [
-        ("email", "zh-TW", "驗證碼 {code}"),
-        ("sms", "en", "Code {code}"),
+    assert [(t["channel"], t["locale"], t["text"], t["in_use"]) for t in listed] == [
+        ("email", "zh-TW", "{brand}驗證碼 {code}", True),
+        ("sms", "en", "{brand} code {code}", True),
     ]
+
+
+def test_a_text_stored_before_the_brand_was_required_is_not_sent_and_the_list_says_so(
+    server: RunningServer,
+    acme: NewAccount,
+    acme_api: httpx.Client,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    async def stored_long_ago(services: Services) -> None:
+        await services.db.write(
+            lambda tx: template_store.put(
+                tx,
+                acme.id,
+                channel="sms",
+                locale="fr",
+                text="Code {code}",
+                now=services.clock.now(),
+            )
+        )
+
+    using_services(server.settings, stored_long_ago)
+    to = french()
+    create(acme_api, to)
+    assert last_sms(server, to).body.startswith("Votre code de vérification Acme")
+    assert template(server, "list", acme.id) == 0
+    assert "(not sent: no {brand}; set it again)" in capsys.readouterr().out
 
 
 def test_an_unknown_account_is_said_plainly(

@@ -62,6 +62,39 @@ def test_the_check_applies_the_environment(tmp_path: Path, env: dict[str, str]) 
     assert "port" in checked.stdout
 
 
+LONG_SECRET = "q8Vd2LmX7rTz4NcW9pKf3HsB"
+
+
+def vonage(public_url: str = "https://relay.example.com", **changes: str) -> str:
+    """A Vonage carrier whose receipts prove themselves by a secret in the callback URL."""
+    table = {
+        "kind": "http",
+        "provider": "vonage",
+        "api_key": "abcd1234",
+        "api_secret": "a8f3kd93jf82hd7s",
+        "sender": "Relay",
+        "callback_secret": LONG_SECRET,
+        **changes,
+    }
+    lines = "".join(f'{key} = "{value}"\n' for key, value in table.items())
+    return f'public_url = "{public_url}"\n[carriers.vo]\n{lines}'
+
+
+def whatsapp(**changes: str) -> str:
+    table = {
+        "kind": "whatsapp",
+        "phone_number_id": "106540352242922",
+        "access_token": "EAAG-a-long-system-user-token",
+        "app_secret": "f3a9c2d1e8b7a6f5",
+        "verify_token": LONG_SECRET,
+        "template": "relay_code",
+        "template_language": "en_US",
+        **changes,
+    }
+    lines = "".join(f'{key} = "{value}"\n' for key, value in table.items())
+    return f'public_url = "https://relay.example.com"\n[carriers.wa]\n{lines}'
+
+
 @pytest.mark.parametrize(
     ("text", "named"),
     [
@@ -73,6 +106,10 @@ def test_the_check_applies_the_environment(tmp_path: Path, env: dict[str, str]) 
             "routes.FR sends live SMS to the sandbox carrier",
         ),
         ('code_key = "change-me-to-at-least-32-random-characters"\n', "code_key"),
+        (vonage(base_url="http://127.0.0.1:9"), "carriers.vo.base_url 'http://127.0.0.1:9'"),
+        (vonage(callback_secret="short-random"), "carriers.vo.callback_secret is shorter"),
+        (vonage(public_url="http://relay.example.com"), "carriers.vo.status_callback_url"),
+        (whatsapp(base_url="http://graph.example.com"), "carriers.wa.base_url"),
     ],
 )
 def test_live_mode_with_an_unsafe_setting_refuses_to_start_with_one_line(
@@ -86,6 +123,28 @@ def test_live_mode_with_an_unsafe_setting_refuses_to_start_with_one_line(
     assert lines[0].startswith("relay: refusing to start in live mode:")
     assert named in lines[0]
     assert not (tmp_path / "data").exists(), "a refused start must leave nothing behind"
+
+
+def test_the_check_reports_live_carriers_over_plain_http_and_short_callback_secrets(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    text = vonage(base_url="http://127.0.0.1:9", callback_secret="short-random")
+    development = relay("config", "check", os.fspath(write(tmp_path, text)), env=env)
+    assert development.returncode == 0, development.stdout
+    live = relay("config", "check", os.fspath(write(tmp_path, f'mode = "live"\n{text}')), env=env)
+    assert live.returncode == 1
+    problems = live.stdout.splitlines()
+    assert len(problems) == 2, live.stdout
+    assert "carriers.vo.base_url 'http://127.0.0.1:9' is not https://" in problems[0]
+    assert "carriers.vo.callback_secret is shorter than 24 characters" in problems[1]
+
+
+def test_a_live_carrier_over_https_with_a_long_secret_passes_the_check(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    path = write(tmp_path, f'mode = "live"\n{vonage()}\n[routes]\ndefault = ["vo"]\n')
+    checked = relay("config", "check", os.fspath(path), env=env)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def test_live_mode_refuses_the_demo_account(tmp_path: Path, env: dict[str, str]) -> None:

@@ -98,13 +98,16 @@ def admin_made_key(server: RunningServer, account: NewAccount, live: bool = Fals
     return found.group(1)
 
 
-def assert_refused_unchanged(server: RunningServer, answer: httpx.Response, key_id: str) -> None:
+def assert_refused_unchanged(
+    server: RunningServer, answer: httpx.Response, key_id: str, networks: str | None = None
+) -> None:
     assert answer.status_code == 403, answer.text
     assert 'role="alert"' in answer.text
-    assert "only the key it signed in with" in answer.text
+    assert "needs an admin session" in answer.text or "Roll it from an admin session" in answer.text
+    assert 'id="new-secret"' not in answer.text
     stored = key_of(server, key_id)
     assert stored.state == "active"
-    assert stored.networks is None
+    assert stored.networks == (None if networks is None else (networks,))
 
 
 def test_a_key_session_cannot_revoke_roll_or_restrict_another_key_of_its_own_account(
@@ -164,32 +167,74 @@ def test_a_key_session_shows_forms_for_its_own_key_only(
     rows = dict(re.findall(r'<tr data-key="(key_[^"]+)">(.*?)</tr>', text))
     assert set(rows) >= {own, other}
     assert 'action="/console/keys/revoke"' in rows[own]
-    assert 'action="/console/keys/roll"' in rows[own]
+    assert 'action="/console/keys/restrict"' in rows[own]
+    assert 'action="/console/keys/roll"' not in rows[own]
     assert "<form" not in rows[other]
     assert "read-only" in rows[other]
 
 
-def test_a_key_session_rolls_its_own_key(server: RunningServer, browser: httpx.Client) -> None:
+@pytest.mark.parametrize("live", [False, True])
+def test_a_key_session_cannot_roll_its_own_key_even_with_no_overlap(
+    server: RunningServer, browser: httpx.Client, live: bool
+) -> None:
     account = create_account(server.settings)
-    csrf = signed_in(browser, account.test_key)
-    key_id = key_id_of(server, account)
-    answer = browser.post(
-        "/console/keys/roll",
-        data={"csrf": csrf, "key_id": key_id, "overlap": "1", "unit": "hours"},
-    )
-    assert answer.status_code == 200, answer.text
-    secret = re.search(r'id="new-secret">([^<]+)<', answer.text)
-    assert secret is not None
-    assert key_of(server, key_id).state == "rolling"
-    with server.client(secret.group(1)) as api:
+    secret = account.live_key if live else account.test_key
+    csrf = signed_in(browser, secret)
+    key_id = key_id_of(server, account, livemode=live)
+    before = len(keys_of(server, account))
+    for overlap, unit in (("0", "seconds"), ("24", "hours")):
+        answer = browser.post(
+            "/console/keys/roll",
+            data={"csrf": csrf, "key_id": key_id, "overlap": overlap, "unit": unit},
+        )
+        assert_refused_unchanged(server, answer, key_id)
+        assert "rolls no key, not even its own" in answer.text
+    assert len(keys_of(server, account)) == before
+    with server.client(secret) as api:
         assert api.get("/v1/verifications").status_code == 200
+
+
+def test_a_key_session_narrows_its_own_keys_ranges_but_never_widens_or_lifts_them(
+    server: RunningServer, browser: httpx.Client
+) -> None:
+    account = create_account(server.settings)
+    key_id = key_id_of(server, account)
+    restricted = using_admin(server, "restrict", key_id, networks="127.0.0.0/8")
+    assert restricted.status_code == 303
+    csrf = signed_in(browser, account.test_key)
+    rows = dict(
+        re.findall(r'<tr data-key="(key_[^"]+)">(.*?)</tr>', browser.get("/console/keys").text)
+    )
+    assert "Lift restriction" not in rows[key_id]
+    for wider in ("any", "0.0.0.0/0", "127.0.0.0/8, 10.0.0.0/8", "::1/128"):
+        answer = browser.post(
+            "/console/keys/restrict", data={"csrf": csrf, "key_id": key_id, "networks": wider}
+        )
+        assert_refused_unchanged(server, answer, key_id, networks="127.0.0.0/8")
+        assert "may only narrow" in answer.text
+    narrowed = browser.post(
+        "/console/keys/restrict",
+        data={"csrf": csrf, "key_id": key_id, "networks": "127.0.0.0/16"},
+    )
+    assert narrowed.status_code == 303, narrowed.text
+    assert key_of(server, key_id).networks == ("127.0.0.0/16",)
+
+
+def using_admin(server: RunningServer, action: str, key_id: str, **fields: str) -> httpx.Response:
+    """`action` on `key_id` from an admin session of its own."""
+    with server.client(None) as admin:
+        admin.headers["Origin"] = server.base_url
+        csrf = signed_in(admin, ADMIN_TOKEN)
+        return admin.post(
+            f"/console/keys/{action}", data={"csrf": csrf, "key_id": key_id, **fields}
+        )
 
 
 def test_an_overlap_past_a_day_or_not_a_number_is_refused_with_a_page(
     server: RunningServer, browser: httpx.Client
 ) -> None:
     account = create_account(server.settings)
-    csrf = signed_in(browser, account.test_key)
+    csrf = signed_in(browser, ADMIN_TOKEN)
     key_id = key_id_of(server, account)
     for overlap, unit in (("25", "hours"), ("soon", "hours"), ("60", "fortnights")):
         answer = browser.post(

@@ -106,19 +106,38 @@ def test_a_text_with_an_unknown_placeholder_is_refused_with_the_contracts_error(
     assert page.locator('pre[data-text="sms-de"]').count() == 0
 
 
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("Dein Code: {code}", "the text must hold {brand}"),
+        ("{brand} {code} " + "a" * 440, "this text can take 4 SMS segments"),
+    ],
+)
+def test_a_text_without_the_brand_or_past_max_segments_is_refused_with_the_contracts_error(
+    page: Any, acme: NewAccount, text: str, said: str
+) -> None:
+    sign_in(page, acme.live_key)
+    save(page, "sms", "de", text)
+    assert page.text_content("#error-code") == "parameter_invalid"
+    assert page.text_content("#error-param") == "text"
+    assert said in page.text_content("#error-message")
+    page.goto("/console/account")
+    assert page.locator('pre[data-text="sms-de"]').count() == 0
+
+
 def test_a_two_segment_text_is_saved_with_the_count_in_a_warning(
     page: Any, acme: NewAccount
 ) -> None:
     sign_in(page, acme.live_key)
-    save(page, "sms", "ru", "Ваш код {code}. " + "Никому его не сообщайте. " * 3)
+    save(page, "sms", "ru", "Ваш код {brand}: {code}. " + "Никому его не сообщайте. " * 3)
     assert "Warning: this text takes 2 SMS segments" in page.text_content(".notice")
     assert page.locator('pre[data-text="sms-ru"]').count() == 1
 
 
 def test_a_deleted_text_leaves_the_list(page: Any, acme: NewAccount) -> None:
     sign_in(page, acme.live_key)
-    save(page, "email", "it", "Il codice è {code}")
-    row = page.locator("#texts ~ table tbody tr", has_text="Il codice è")
+    save(page, "email", "it", "Il codice {brand} è {code}")
+    row = page.locator("#texts ~ table tbody tr", has_text="Il codice {brand} è")
     row.get_by_role("button", name="Delete").click()
     assert "Deleted the email text for it." in page.text_content(".notice")
     assert page.locator('pre[data-text="email-it"]').count() == 0

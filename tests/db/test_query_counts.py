@@ -82,7 +82,7 @@ async def test_an_account_with_its_own_texts_costs_one_statement_more(
     """Its texts are one indexed read; whether it has any came with the key look-up."""
     plain = await caller(services)
     account = await services.accounts.create_account("Acme")
-    await services.texts.set(account.id, channel="sms", locale="en", text="Code {code}")
+    await services.texts.set(account.id, channel="sms", locale="en", text="{brand} code {code}")
     own = await services.accounts.authenticate(account.test_key)
     counts = []
     for who, to in ((plain, "+1415555010"), (own, "+1415555020")):

@@ -6,14 +6,40 @@ from typing import get_args
 
 import pytest
 
-from relay.accounts.authority import KeyAction, may_manage
+from relay.accounts.access import parse_networks
+from relay.accounts.authority import KeyAction, may_manage, restriction
 
 ACTIONS: tuple[KeyAction, ...] = get_args(KeyAction)
 
 
-@pytest.mark.parametrize("action", ["roll", "restrict", "revoke"])
-def test_a_key_session_may_act_on_its_own_key(action: KeyAction) -> None:
+@pytest.mark.parametrize("action", ["restrict", "revoke"])
+def test_a_key_session_may_revoke_or_narrow_its_own_key(action: KeyAction) -> None:
     assert may_manage("key", "key_mine", action, "key_mine")
+
+
+@pytest.mark.parametrize("action", ["roll", "widen", "create"])
+def test_a_key_session_may_not_roll_or_widen_its_own_key(action: KeyAction) -> None:
+    assert not may_manage("key", "key_mine", action, "key_mine")
+
+
+@pytest.mark.parametrize(
+    ("current", "wanted", "action"),
+    [
+        (None, "10.0.0.0/8", "restrict"),
+        (None, "any", "restrict"),
+        (("10.0.0.0/8",), "10.1.0.0/16, 10.2.3.4", "restrict"),
+        (("10.0.0.0/8", "2001:db8::/32"), "2001:db8:1::/48", "restrict"),
+        (("10.0.0.0/8",), "any", "widen"),
+        (("10.0.0.0/8",), "0.0.0.0/0", "widen"),
+        (("10.0.0.0/8",), "10.0.0.0/8, 192.168.0.0/16", "widen"),
+        (("10.0.0.0/8",), "::ffff:10.0.0.0/104", "widen"),
+    ],
+)
+def test_a_change_of_ranges_is_a_restriction_only_inside_the_current_ones(
+    current: tuple[str, ...] | None, wanted: str, action: KeyAction
+) -> None:
+    networks = parse_networks(wanted)
+    assert restriction(current, networks) == action
 
 
 @pytest.mark.parametrize("action", ACTIONS)

@@ -12,6 +12,7 @@ from relay.sms.custom import (
     CustomTemplates,
     TemplateInvalid,
     check_template,
+    longest_segments,
     remaining_minutes,
     render_text,
     sms_segments,
@@ -33,10 +34,10 @@ class Words:
 @pytest.mark.parametrize(
     "text",
     [
-        "Code {code}",
+        "{brand} code {code}",
         "{brand}: {code}, valid {minutes} min.",
-        "Votre code : {code}\nÀ bientôt",
-        "کد {code}\u200c",
+        "Votre code {brand} : {code}\nÀ bientôt",
+        "کد {brand} {code}\u200c",
     ],
 )
 def test_a_text_with_the_code_and_known_placeholders_is_accepted(text: str) -> None:
@@ -48,6 +49,8 @@ def test_a_text_with_the_code_and_known_placeholders_is_accepted(text: str) -> N
     [
         ("Your code is here", "must hold {code}"),
         ("{brand} only", "must hold {code}"),
+        ("Code {code}", "must hold {brand}"),
+        ("Code {code}, {minutes} min", "must hold {brand}"),
         ("Code {code} for {user}", "unknown placeholder {user}"),
         ("Code {code:>10}", "unknown placeholder {code:>10}"),
         ("Code {code!r}", "unknown placeholder {code!r}"),
@@ -70,15 +73,32 @@ def test_whatsapp_has_no_custom_text() -> None:
 
 
 def test_a_text_past_its_channels_length_is_refused() -> None:
-    check_template("email", "{code} " + "a" * 1990)
+    check_template("email", "{brand} {code} " + "a" * 1982)
     with pytest.raises(TemplateInvalid, match="at most 480 characters"):
-        check_template("sms", "{code} " + "a" * 480)
+        check_template("sms", "{brand} {code} " + "a" * 480)
 
 
 def test_a_long_sms_text_counts_its_segments_with_a_six_digit_code_and_the_brand() -> None:
     assert sms_segments("Your {brand} code: {code}", brand="Acme") == 1
     assert sms_segments("{code} " + "a" * 200, brand="Acme") == 2
     assert sms_segments("{code} " + "ж" * 70, brand="Acme") == 2
+
+
+def test_the_longest_segments_count_the_longest_brand_code_and_webotp_line() -> None:
+    # 133 septets of words: one segment with "Acme" and a 6-digit code, two with a
+    # 30-character brand and a 10-character code.
+    text = "{brand} {code} " + "a" * 133
+    assert sms_segments(text, brand="Acme") == 1
+    assert longest_segments(text, brand="Acme") == 2
+    # A UCS-2 brand of the account's own makes the whole text UCS-2.
+    assert longest_segments("{brand} {code} " + "a" * 60, brand="Łódź") == 2
+    assert longest_segments("{brand} {code}", brand="Acme", webotp_domain="x" * 63) == 1
+    assert longest_segments("{brand} {code} " + "a" * 80, brand="A", webotp_domain="x" * 40) == 2
+
+
+def test_a_stored_text_that_does_not_name_the_brand_is_not_used() -> None:
+    custom = CustomTemplates.of({("sms", "en"): "Code {code}", ("email", "en"): "{brand} {code}"})
+    assert custom.for_locale("en") == {"email": "{brand} {code}"}
 
 
 def test_minutes_are_what_remains_rounded_up() -> None:

@@ -6,6 +6,7 @@ from datetime import datetime
 
 from relay.accounts.access import FoundKey
 from relay.accounts.models import ApiKey, Caller, key_state
+from relay.db.limits import column_length
 from relay.db.sql import Row, Sql, Tx, document, flag, moment, moment_or_none
 
 _KEY_COLUMNS = (
@@ -187,7 +188,9 @@ async def note_use(tx: Tx, key_id: str, *, now: datetime) -> None:
 
 
 async def note_refusal(tx: Tx, key_id: str, reason: str, *, now: datetime) -> None:
-    await tx.execute(_NOTE_REFUSAL, {"id": key_id, "now": now, "reason": reason[:200]})
+    # A reason naming 50 ranges is longer than its column: the start says enough.
+    kept = reason[: column_length("api_keys", "last_refused_reason")]
+    await tx.execute(_NOTE_REFUSAL, {"id": key_id, "now": now, "reason": kept})
 
 
 # What the known-keys gate admits (`accounts.known_keys`): read at most once a second.

@@ -33,9 +33,17 @@ from relay.clock import Clock
 from relay.config import IpNetwork
 from relay.crypto import Keyring, generate_secret, hash_api_key
 from relay.db.driver import Db
+from relay.db.limits import check_length
 from relay.db.sql import Tx
-from relay.errors import AuthenticationFailed, InvalidRequest, RelayError, ResourceMissing
+from relay.errors import (
+    AuthenticationFailed,
+    InvalidRequest,
+    ParameterInvalid,
+    RelayError,
+    ResourceMissing,
+)
 from relay.ids import new_id
+from relay.sms.text import sanitize_brand
 
 T = TypeVar("T")
 
@@ -60,6 +68,7 @@ class AccountService:
         return await self._db.read(lambda tx: key_store.valid_key_hashes(tx, now=now))
 
     async def create_account(self, name: str, *, brand: str | None = None) -> NewAccount:
+        name, brand = account_names(name, brand)
         now = self._clock.now()
         account_id = new_id("acct")
         test_key = generate_secret(key_prefix("test"))
@@ -67,9 +76,7 @@ class AccountService:
         secrets = {mode: self._new_secret() for mode in MODES}
 
         async def work(tx: Tx) -> None:
-            await store.insert_account(
-                tx, account_id=account_id, name=name, brand=brand or name, now=now
-            )
+            await store.insert_account(tx, account_id=account_id, name=name, brand=brand, now=now)
             for raw in (test_key, live_key):
                 await _insert_key(tx, account_id, raw, now)
             for mode, (_, secret_id, sealed) in secrets.items():
@@ -235,6 +242,22 @@ class AccountService:
 
         await self._db.write(work)
         return secret, ends
+
+
+def account_names(name: str, brand: str | None) -> tuple[str, str]:
+    """The name and brand an account is stored with (the brand defaults to the name),
+    each checked against its column; ParameterInvalid says which is wrong."""
+    name = name.strip()
+    if not name:
+        raise ParameterInvalid("The account's name must not be empty.", param="name")
+    check_length(name, "accounts", "name", param="name", label="The account's name")
+    given = (brand or "").strip()
+    shown = given or name
+    label = "The brand" if given else "The brand (the account's name, when no brand is given)"
+    check_length(shown, "accounts", "brand", param="brand", label=label)
+    if not sanitize_brand(shown):
+        raise ParameterInvalid(f"{label} must hold a character an SMS can show.", param="brand")
+    return name, shown
 
 
 def _presented_hash(raw_key: str | None) -> str:

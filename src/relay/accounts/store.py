@@ -11,6 +11,7 @@ _INSERT_ACCOUNT = Sql(
 )
 _ACCOUNT_EXISTS = Sql("SELECT id FROM accounts WHERE id = :id")
 _ACCOUNT_BRAND = Sql("SELECT brand FROM accounts WHERE id = :id")
+_ACCOUNT_WORDS = Sql("SELECT brand, webotp_domain FROM accounts WHERE id = :id")
 _SET_ALLOWED_COUNTRIES = Sql("UPDATE accounts SET allowed_countries = :countries WHERE id = :id")
 _INSERT_WEBHOOK_SECRET = Sql(
     "INSERT INTO webhook_secrets (id, account_id, livemode, sealed_secret, created_at)"
@@ -41,6 +42,13 @@ async def account_brand(tx: Tx, account_id: str) -> str | None:
     """The account's brand; None when there is no such account."""
     row = await tx.fetchrow(_ACCOUNT_BRAND, {"id": account_id})
     return None if row is None else str(row["brand"])
+
+
+async def account_words(tx: Tx, account_id: str) -> tuple[str, str | None] | None:
+    """What the account puts in every SMS: its brand and its WebOTP domain (None: no
+    such account)."""
+    row = await tx.fetchrow(_ACCOUNT_WORDS, {"id": account_id})
+    return None if row is None else (str(row["brand"]), row["webotp_domain"])
 
 
 async def set_allowed_countries(tx: Tx, account_id: str, countries: frozenset[str] | None) -> bool:

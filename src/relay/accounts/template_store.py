@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from types import MappingProxyType
 
 from relay.accounts.models import Caller
 from relay.db.sql import Row, Sql, Tx, moment
-from relay.sms.custom import NO_TEMPLATES, CustomTemplates
+from relay.sms.custom import NO_TEMPLATES, CustomTemplates, names_brand
 
 
 def has_templates(account: str) -> str:
@@ -30,6 +29,11 @@ class AccountTemplate:
     locale: str
     text: str
     updated_at: datetime
+
+    @property
+    def in_use(self) -> bool:
+        """False for a text stored before `{brand}` was required: Relay's words go instead."""
+        return names_brand(self.text)
 
     @classmethod
     def from_row(cls, row: Row) -> AccountTemplate:
@@ -65,7 +69,7 @@ async def list_templates(tx: Tx, account_id: str) -> list[AccountTemplate]:
 
 async def load(tx: Tx, account_id: str) -> CustomTemplates:
     found = await list_templates(tx, account_id)
-    return CustomTemplates(MappingProxyType({(t.channel, t.locale): t.text for t in found}))
+    return CustomTemplates.of({(t.channel, t.locale): t.text for t in found})
 
 
 async def own_texts(tx: Tx, caller: Caller) -> CustomTemplates:

@@ -8,9 +8,18 @@ from relay.accounts import store, template_store
 from relay.accounts.template_store import AccountTemplate
 from relay.clock import Clock
 from relay.db.driver import Db
+from relay.db.limits import check_length
 from relay.db.sql import Tx
 from relay.errors import ParameterInvalid, ResourceMissing
-from relay.sms.custom import CUSTOM_CHANNELS, TemplateInvalid, check_template, sms_segments
+from relay.sms.custom import (
+    CUSTOM_CHANNELS,
+    LONGEST_BRAND,
+    LONGEST_CODE,
+    TemplateInvalid,
+    check_template,
+    longest_segments,
+    sms_segments,
+)
 from relay.sms.locales import MalformedLocale, normalize_locale
 
 
@@ -32,9 +41,12 @@ class SavedText:
 
 
 class AccountTexts:
-    def __init__(self, db: Db, clock: Clock) -> None:
+    def __init__(self, db: Db, clock: Clock, *, max_segments: int) -> None:
         self._db = db
         self._clock = clock
+        # An SMS text that can take more segments than this is refused here, and an
+        # SMS that would is never sent (`relay.delivery`): each segment is billed.
+        self.max_segments = max_segments
 
     async def set(self, account_id: str, *, channel: str, locale: str, text: str) -> SavedText:
         """Create or replace the text for (channel, locale); ParameterInvalid says what is wrong."""
@@ -47,7 +59,12 @@ class AccountTexts:
         now = self._clock.now()
 
         async def work(tx: Tx) -> SavedText:
-            brand = await _brand(tx, account_id)
+            words = await store.account_words(tx, account_id)
+            if words is None:
+                raise ResourceMissing(f"No account {account_id}.")
+            brand, webotp_domain = words
+            if channel == "sms":
+                self._check_segments(text, brand, webotp_domain)
             saved = await template_store.put(
                 tx, account_id, channel=channel, locale=tag, text=text, now=now
             )
@@ -55,6 +72,17 @@ class AccountTexts:
             return SavedText(saved, segments)
 
         return await self._db.write(work)
+
+    def _check_segments(self, text: str, brand: str, webotp_domain: str | None) -> None:
+        most = longest_segments(text, brand=brand, webotp_domain=webotp_domain)
+        if most > self.max_segments:
+            line = " and the WebOTP line" if webotp_domain else ""
+            raise ParameterInvalid(
+                f"this text can take {most} SMS segments (with a {len(LONGEST_BRAND)}-character"
+                f" brand, a {len(LONGEST_CODE)}-character code{line}); at most"
+                f" {self.max_segments} are sent (max_segments)",
+                param="text",
+            )
 
     async def list(self, account_id: str) -> list[AccountTemplate]:
         async def work(tx: Tx) -> list[AccountTemplate]:
@@ -76,12 +104,13 @@ class AccountTexts:
 
 def _locale(locale: str) -> str:
     try:
-        return normalize_locale(locale)
+        tag = normalize_locale(locale)
     except MalformedLocale as exc:
         raise ParameterInvalid(
             f"locale {locale!r} is not a BCP 47 language tag (en, pt-BR, zh-Hant).",
             param="locale",
         ) from exc
+    return check_length(tag, "account_templates", "locale", param="locale", label="A locale")
 
 
 async def _brand(tx: Tx, account_id: str) -> str:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
+from urllib.parse import urlsplit
 
 from relay.carriers.base import CHANNELS, Carrier, Channel, OutboundSms
 from relay.carriers.http_carrier import HttpSettings
@@ -253,6 +254,49 @@ def sandbox_carriers(settings: Settings) -> set[str]:
     """Carrier names that never send anything: the test keys' own and any `kind = "sandbox"`."""
     named = {name for name, table in settings.carriers.items() if table.get("kind") == "sandbox"}
     return named | set(TEST_KEY_CARRIERS)
+
+
+# A secret in the callback URL is all that proves an unsigned callback: long enough
+# that guessing it is hopeless (24 random characters are over 140 bits).
+MIN_CALLBACK_SECRET = 24
+
+
+def live_carrier_problems(settings: Settings) -> list[str]:
+    """What a carrier table may hold on a developer's machine (a fake provider on
+    http://127.0.0.1, a short secret) but not where it carries live traffic: a provider
+    reached, or a callback URL holding its secret, over plain HTTP, and a short
+    `callback_secret`. Tables that are wrong are left to `carrier_problems`."""
+    problems: list[str] = []
+    for name, table in settings.carriers.items():
+        try:
+            spec, _ = _spec(name, table, settings)
+        except CarrierConfigError:
+            continue
+        if not isinstance(spec, HttpSettings):
+            continue
+        if not _is_https(spec.base_url):
+            problems.append(
+                f"carriers.{name}.base_url {spec.base_url!r} is not https://: credentials"
+                " and codes would cross the network in clear text"
+            )
+        secret = getattr(spec, "callback_secret", None)
+        if isinstance(secret, str) and secret and len(secret) < MIN_CALLBACK_SECRET:
+            problems.append(
+                f"carriers.{name}.callback_secret is shorter than {MIN_CALLBACK_SECRET}"
+                " characters; use a random one"
+            )
+        # A provider that signs its callbacks is given the URL without the secret.
+        in_url = bool(secret) and not getattr(spec, "signature_secret", None)
+        if in_url and not _is_https(spec.status_callback_url):
+            problems.append(
+                f"carriers.{name}.status_callback_url is not https://: the callback_secret"
+                " in it would cross the network in clear text"
+            )
+    return problems
+
+
+def _is_https(url: str) -> bool:
+    return urlsplit(url).scheme.lower() == "https"
 
 
 def _callback_url(name: str, settings: Settings) -> str:

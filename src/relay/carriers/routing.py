@@ -47,6 +47,7 @@ SMS_UNDELIVERABLE = "sms_undeliverable"
 REPORT_TIMEOUT = "delivery_report_timeout"
 CARRIER_NOT_CONFIGURED = "carrier_not_configured"
 SEND_CANCELED = "send_canceled"
+SMS_TOO_LONG = "sms_too_long"
 
 ERROR_MESSAGES: Mapping[str, str] = {
     CARRIER_REJECTED: "The carrier refused this message.",
@@ -57,6 +58,7 @@ ERROR_MESSAGES: Mapping[str, str] = {
     REPORT_TIMEOUT: "The carrier sent no delivery report in time.",
     CARRIER_NOT_CONFIGURED: "This carrier is no longer configured.",
     SEND_CANCELED: "The code expired or was closed before this message was sent.",
+    SMS_TOO_LONG: "The SMS would take more segments than max_segments allows; it was not sent.",
 }
 
 

@@ -11,7 +11,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from relay.carriers.registry import carrier_problems, route_names, sandbox_carriers
+from relay.carriers.registry import (
+    carrier_problems,
+    live_carrier_problems,
+    route_names,
+    sandbox_carriers,
+)
 from relay.config import Settings, given_values, read_file, unknown_keys
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
@@ -119,6 +124,7 @@ def unsafe_for_live(settings: Settings, *, demo: bool = False) -> list[str]:
         for key in CARRIER_SECRETS
         if isinstance(table.get(key), str) and _placeholder(table[key])
     ]
+    unsafe += live_carrier_problems(settings)
     if demo:
         unsafe.append("--demo creates an account whose keys are printed on every start")
     return unsafe

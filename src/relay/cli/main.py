@@ -7,6 +7,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Sequence
+from logging import ERROR
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from relay.cli import keys, texts, usage
 from relay.cli.checks import check, check_file, unsafe_for_live
 from relay.config import Settings, load_settings
 from relay.errors import RelayError
+from relay.log import configure, tell
 from relay.version import VERSION
 
 
@@ -183,12 +185,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from relay.db.migrate import DatabaseUnavailable, upgrade
         from relay.private_files import private_dir
 
+        if args.command == "worker":
+            # Before the migrations: their lines are the worker's log too.
+            configure(settings.log_level, settings.log_format)
         # A SQLite file can only be made in a directory that exists.
         private_dir(settings.data_dir)
         try:
             upgrade(settings.resolved_database_url)
         except DatabaseUnavailable as error:
-            print(f"relay: database: {error}", file=sys.stderr)
+            tell(f"relay: database: {error}", action="relay.database_unavailable", level=ERROR)
             return 1
         if args.command == "migrate":
             print("migrations applied")
@@ -198,11 +203,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return work(settings)
         return asyncio.run(_manage(settings, args))
+    # With JSON logs configured (serve, worker), these are log lines too.
     except RelayError as error:
-        print(f"relay: {error.message}", file=sys.stderr)
+        tell(f"relay: {error.message}", action="relay.refused", level=ERROR)
         return 1
     except CarrierConfigError as error:
-        print(f"relay: configuration: {error}", file=sys.stderr)
+        tell(f"relay: configuration: {error}", action="relay.configuration", level=ERROR)
         return 2
 
 

@@ -7,8 +7,8 @@ import dataclasses
 import functools
 import gc
 import json
+import logging
 import ssl
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +23,7 @@ from relay.cli.listening import (
 from relay.config import Settings
 from relay.db.migrate import DatabaseUnavailable, upgrade
 from relay.db.urls import is_postgres
-from relay.log import configure
+from relay.log import configure, tell
 from relay.metrics.directory import forget_dead_workers
 from relay.private_files import private_dir
 from relay.services import build_services
@@ -96,33 +96,35 @@ def refusal(settings: Settings, workers: int) -> str | None:
 
 
 def serve(settings: Settings, *, demo: bool = False, workers: int = 1) -> int:
+    # First: with JSON logs, every line from here on is a log line (`relay.log.tell`),
+    # the start-up banner on stdout (certificate, fingerprint, demo keys, address) aside.
+    configure(settings.log_level, settings.log_format)
     # Checked before the data dir, the database or the port is touched, so a
     # refused start leaves nothing behind.
     reason = refusal(settings, workers)
     if reason is not None:
-        print(f"relay: {reason}", file=sys.stderr)
+        tell(f"relay: {reason}", action="serve.refused", level=logging.ERROR)
         return 2
     # Checked first: a taken port is one line and exit 1, before any migration or file.
     try:
         port = check_port(settings.host, settings.port)
     except PortUnavailable as error:
-        print(f"relay: {error}", file=sys.stderr)
+        tell(f"relay: {error}", action="serve.port_unavailable", level=logging.ERROR)
         return 1
-    configure(settings.log_level, settings.log_format)
     warning = private_dir(settings.data_dir)
     if warning is not None:
-        print(f"relay: {warning}", file=sys.stderr)
+        tell(f"relay: {warning}", action="serve.data_dir_open", level=logging.WARNING)
     try:
         upgrade(settings.resolved_database_url)
     except DatabaseUnavailable as error:
         # A database that cannot be reached, opened or written (down, misnamed,
         # read-only, full) is one line and exit 1, not a traceback.
-        print(f"relay: database: {error}", file=sys.stderr)
+        tell(f"relay: database: {error}", action="serve.database_unavailable", level=logging.ERROR)
         return 1
     paths = certificate(settings)
     unusable = unusable_certificate(paths)
     if unusable is not None:
-        print(f"relay: TLS: {unusable}", file=sys.stderr)
+        tell(f"relay: TLS: {unusable}", action="serve.tls_unusable", level=logging.ERROR)
         return 1
     if demo:
         account = demo_account(settings)
@@ -162,7 +164,11 @@ def _serve_processes(settings: Settings, listener: Listener, workers: int) -> in
     where = url(listener.host, listener.port)
     print(f"Relay listening on {where} ({workers} processes)", flush=True)
     if not run_processes(functools.partial(process_app, settings), listener, workers):
-        print("relay: a server process failed to start; see the log above", file=sys.stderr)
+        tell(
+            "relay: a server process failed to start; see the log above",
+            action="serve.process_failed",
+            level=logging.ERROR,
+        )
         return 1
     return 0
 

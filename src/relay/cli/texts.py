@@ -29,7 +29,7 @@ def add_parser(accounts_commands: Any, common: Common) -> None:
         parser.add_argument("account_id")
         return parser
 
-    put = action("set", "create or replace a text: {code} required, {brand} and {minutes} allowed")
+    put = action("set", "create or replace a text: {code} and {brand} required, {minutes} allowed")
     _channel_and_locale(put)
     put.add_argument(
         "--text",
@@ -82,9 +82,12 @@ async def _list(services: Services, args: argparse.Namespace) -> int:
             "locale": template.locale,
             "text": template.text,
             "updated_at": isoformat(template.updated_at),
+            "in_use": template.in_use,
         }
         if args.json:
             print(json.dumps(document, ensure_ascii=False))
         else:
-            print(f"{template.channel:5}  {template.locale:10}  {json.dumps(template.text)}")
+            unused = "" if template.in_use else "  (not sent: no {brand}; set it again)"
+            shown = json.dumps(template.text, ensure_ascii=False)
+            print(f"{template.channel:5}  {template.locale:10}  {shown}{unused}")
     return 0

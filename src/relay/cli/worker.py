@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 
 from relay.cli.serve import tune_garbage_collector
 from relay.config import Settings
-from relay.log import configure
+from relay.log import tell
 from relay.services import build_services
 from relay.worker.background import Background
 
 
 def work(settings: Settings) -> int:
-    configure(settings.log_level, settings.log_format)
+    """Logging is configured by then (`relay.cli.main`), before the migrations ran."""
     asyncio.run(_run(settings))
     return 0
 
@@ -38,4 +39,4 @@ async def _run(settings: Settings) -> None:
     finally:
         await work.stop(grace=settings.shutdown_timeout)
         await services.close()
-    print("Relay worker stopped", flush=True)
+    tell("Relay worker stopped", action="worker.stopped", stream=sys.stdout)

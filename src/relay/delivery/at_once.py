@@ -23,6 +23,7 @@ from relay.delivery.attempts import AttemptStatus
 from relay.delivery.jobs import Job
 from relay.delivery.owners import Answer
 from relay.delivery.store import NewAttempt
+from relay.sms.encoding import segment_count
 
 
 @dataclass
@@ -40,6 +41,39 @@ class Leases:
     length: timedelta
     receipt_timeout: float
     docs: str
+    # An SMS that would take more segments is never submitted (`too_long`).
+    max_segments: int = 3
+
+
+# A body of at most this many characters per allowed segment fits without counting:
+# no character takes more than 2 units (a UCS-2 surrogate pair, a GSM-7 escape), and a
+# part of a long SMS holds 67 UCS-2 units (153 septets), a pair never split across two.
+FITS_PER_SEGMENT = 33
+
+
+def too_long(carrier: object, job: Job, leases: Leases, *, now: datetime) -> routing.Fail | None:
+    """The failure of an SMS longer than `max_segments`, decided before any submit, or None.
+
+    Own texts are refused at that length when set; this catches what changed since
+    (the brand, the WebOTP domain, the setting), at the cost of counting a long body.
+    Failover goes on: the next SMS carrier fails the same way, another channel sends.
+    """
+    if getattr(carrier, "channel", None) != "sms":
+        return None
+    body = job.sms.body
+    if len(body) <= FITS_PER_SEGMENT * leases.max_segments:
+        return None
+    if segment_count(body) <= leases.max_segments:
+        return None
+    attempt = job.attempt
+    return routing.after_failure(
+        routing.SMS_TOO_LONG,
+        attempt.route,
+        attempt.position,
+        now=now,
+        expires_at=job.expires_at,
+        docs=leases.docs,
+    )
 
 
 def plan(carriers: CarrierSet, first: Job, leases: Leases, *, now: datetime) -> Plan:
@@ -56,6 +90,9 @@ def _step(
 ) -> Job | None:
     attempt = job.attempt
     carrier = carriers.carriers.get(attempt.carrier)
+    oversized = too_long(carrier, job, leases, now=now)
+    if oversized is not None:
+        return _failed(job, oversized, None, planned)
     if not _answers_at_once(carrier):
         until = now + leases.length
         planned.attempts.append(NewAttempt(attempt, lease_owner=leases.owner, lease_until=until))

@@ -2,11 +2,12 @@
 at most once a minute per process (relay.carriers.measured decides with them).
 
 A final attempt is one of a live send, opened in the window and delivered or
-failed before the window's end; an attempt canceled before its submit, or
-aimed at a carrier no longer configured, says nothing about a carrier and is
-left out. The query groups by carrier, country, outcome and receipt time in
-whole seconds, so what crosses the wire is bounded by those, not by traffic,
-and the window's rows are found through `ix_attempts_at`.
+failed before the window's end; an attempt canceled before its submit, aimed
+at a carrier no longer configured, or refused as longer than `max_segments`
+says nothing about a carrier and is left out. The query groups by carrier,
+country, outcome and receipt time in whole seconds, so what crosses the wire
+is bounded by those, not by traffic, and the window's rows are found through
+`ix_attempts_at`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,11 @@ from relay.clock import Clock
 from relay.db.driver import Db
 from relay.db.sql import Sql, Tx
 
-_NOT_ABOUT_THE_CARRIER = (routing.SEND_CANCELED, routing.CARRIER_NOT_CONFIGURED)
+_NOT_ABOUT_THE_CARRIER = (
+    routing.SEND_CANCELED,
+    routing.CARRIER_NOT_CONFIGURED,
+    routing.SMS_TOO_LONG,
+)
 _FIGURES = """
 SELECT a.carrier, coalesce(v.country, m.country) AS country, a.status,
   CASE WHEN a.status = 'delivered' THEN {seconds} END AS seconds, count(*) AS n,
@@ -35,7 +40,8 @@ LEFT JOIN messages m ON m.id = a.message_id
 WHERE a.at >= :since AND a.at < :until AND a.updated_at < :until
   AND a.status IN ('delivered', 'failed')
   AND coalesce(v.livemode, m.livemode) = :live
-  AND (a.status = 'delivered' OR coalesce({code}, '') NOT IN (:canceled, :not_configured))
+  AND (a.status = 'delivered'
+    OR coalesce({code}, '') NOT IN (:canceled, :not_configured, :too_long))
 GROUP BY a.carrier, coalesce(v.country, m.country), a.status,
   CASE WHEN a.status = 'delivered' THEN {seconds} END
 """
@@ -52,13 +58,14 @@ FIGURES = Sql(
 
 
 async def read(tx: Tx, *, since: datetime, until: datetime) -> list[measured.Tally]:
-    canceled, not_configured = _NOT_ABOUT_THE_CARRIER
+    canceled, not_configured, too_long = _NOT_ABOUT_THE_CARRIER
     params = {
         "since": since,
         "until": until,
         "live": True,
         "canceled": canceled,
         "not_configured": not_configured,
+        "too_long": too_long,
     }
     return [
         measured.Tally(

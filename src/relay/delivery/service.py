@@ -54,6 +54,7 @@ class Delivery:
         *,
         receipt_timeout: float,
         lease: float,
+        max_segments: int = 3,
         docs: str = "",
         draw: Callable[[], float] = random.random,
     ) -> None:
@@ -66,7 +67,7 @@ class Delivery:
             owners, carriers, receipt_timeout=receipt_timeout, lease=self._lease, docs=docs
         )
         self.owner = f"dispatch-{secrets.token_hex(6)}"
-        self._leases = at_once.Leases(self.owner, self._lease, receipt_timeout, docs)
+        self._leases = at_once.Leases(self.owner, self._lease, receipt_timeout, docs, max_segments)
         self.wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         # Submits accepted but not yet recorded, by (carrier, carrier message id).
@@ -228,6 +229,14 @@ class Delivery:
             )
             return await self._write_job(
                 lambda tx: self._record.failed(tx, attempt, AttemptStatus.QUEUED, failure, now), job
+            )
+        at = self._clock.now()
+        oversized = at_once.too_long(carrier, job, self._leases, now=at)
+        if oversized is not None:
+            log.warning("delivery.sms_too_long carrier=%s attempt=%s", attempt.carrier, attempt.id)
+            return await self._write_job(
+                lambda tx: self._record.failed(tx, attempt, AttemptStatus.QUEUED, oversized, at),
+                job,
             )
         try:
             receipt = await carrier.submit(job.sms)

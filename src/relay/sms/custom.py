@@ -1,10 +1,12 @@
 """An account's own texts, per channel and locale: what they may hold and how they are filled.
 
-A custom text names the code as `{code}` (required), and may name `{brand}`
-and `{minutes}` (the code's remaining validity, in whole minutes). Any other
-brace is refused, so that a text can never reach `str.format` with a field
-or a format spec the renderer did not plan for. WhatsApp sends the template
-Meta approved, so custom texts exist for `sms` and `email` only.
+A custom text names the code as `{code}` and the account as `{brand}` (both
+required: the text goes out under the operator's shared sender, and the
+person who gets it must see whose code it is), and may name `{minutes}` (the
+code's remaining validity, in whole minutes). Any other brace is refused, so
+that a text can never reach `str.format` with a field or a format spec the
+renderer did not plan for. WhatsApp sends the template Meta approved, so
+custom texts exist for `sms` and `email` only.
 """
 
 from __future__ import annotations
@@ -20,13 +22,25 @@ from typing import Literal, Protocol
 
 from relay.sms.encoding import segment_count
 from relay.sms.locales import parse_locale
-from relay.sms.text import fill, render_sms
+from relay.sms.text import (
+    BRAND_MAX_SEPTETS,
+    fill,
+    render_sms,
+    sanitize_brand,
+    with_webotp_line,
+)
 
 CustomChannel = Literal["sms", "email"]
 CUSTOM_CHANNELS: tuple[CustomChannel, ...] = ("sms", "email")
 PLACEHOLDERS = ("code", "brand", "minutes")
 # An SMS text past 480 characters is 4 GSM-7 segments or 8 UCS-2 ones: a mistake, not a code.
 MAX_LENGTH: Mapping[str, int] = MappingProxyType({"sms": 480, "email": 2000})
+
+# The longest words a text is filled with: a brand of the most an SMS shows, the
+# longest code (the Send API's and `code_length`'s 10) and a day's validity in minutes.
+LONGEST_BRAND = "B" * BRAND_MAX_SEPTETS
+LONGEST_CODE = "0" * 10
+LONGEST_MINUTES = 24 * 60
 
 _FIELD = re.compile(r"(\{[^{}]*\})")
 _LINE_BREAKS = frozenset("\n")
@@ -45,6 +59,13 @@ class CustomTemplates:
     @property
     def locales(self) -> frozenset[str]:
         return frozenset(locale for _, locale in self.texts)
+
+    @classmethod
+    def of(cls, texts: Mapping[tuple[str, str], str]) -> CustomTemplates:
+        """The texts a message may use: one stored before `{brand}` was required, which
+        does not name it, is left out, and Relay's own words go instead."""
+        kept = {where: text for where, text in texts.items() if names_brand(text)}
+        return cls(MappingProxyType(kept))
 
     def for_locale(self, locale: str) -> Mapping[str, str]:
         """Channel -> text for a message in `locale`: the exact locale, then its language."""
@@ -96,6 +117,16 @@ def check_template(channel: str, text: str) -> None:
             )
     if "code" not in names:
         raise TemplateInvalid("the text must hold {code}")
+    if "brand" not in names:
+        raise TemplateInvalid(
+            "the text must hold {brand}: it goes out under the shared sender, and whoever"
+            " gets it must see whose code it is"
+        )
+
+
+def names_brand(text: str) -> bool:
+    """Whether a stored text names the account (a text that passed `check_template` does)."""
+    return "{brand}" in text
 
 
 def remaining_minutes(expires_at: datetime, *, now: datetime) -> int:
@@ -118,6 +149,23 @@ def render_text(words: Words, channel: str, *, now: datetime) -> str:
 def sms_segments(text: str, *, brand: str) -> int:
     """Segments an SMS text takes with a 6-digit code, the account's brand and `{minutes}` 10."""
     return segment_count(fill(text, brand=brand or "Relay", code="000000", minutes=10))
+
+
+def longest_segments(text: str, *, brand: str, webotp_domain: str | None = None) -> int:
+    """The most SMS segments `text` can take: filled with the longest brand an SMS shows
+    and with the account's own (whose alphabet may differ), the longest code and
+    validity, and the WebOTP line when the account has a domain."""
+    counts = [
+        segment_count(
+            with_webotp_line(
+                fill(text, brand=shown, code=LONGEST_CODE, minutes=LONGEST_MINUTES),
+                LONGEST_CODE,
+                webotp_domain,
+            )
+        )
+        for shown in (LONGEST_BRAND, sanitize_brand(brand) or "Relay")
+    ]
+    return max(counts)
 
 
 def _placeholder(part: str) -> str:

@@ -1,9 +1,11 @@
 """The Keys page's actions: create, roll, restrict, revoke, each through `AccountService`
 as `relay keys` does, each allowed or refused by `relay.accounts.authority` first.
 
-A key session acts on its own key only, and creates none; an admin session acts on
-any key. A refused action changes nothing and answers the console's refusal page
-(403), whether or not the key it names exists.
+A key session may revoke its own key or narrow its ranges, nothing else: it creates
+no key, rolls none (not even its own: the successor's secret would go to whoever
+holds the session) and widens no range. An admin session acts on any key. A refused
+action changes nothing and answers the console's refusal page (403), whether or not
+the key it names exists.
 
 Revoking the key a session signed in with is allowed: it is the operator's key
 to revoke. The answer says so and ends the session (the cookie is cleared, and
@@ -19,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from relay.accounts.access import parse_networks
-from relay.accounts.authority import KeyAction, may_manage
+from relay.accounts.authority import KeyAction, may_manage, restriction
 from relay.accounts.models import ApiKey, Mode
 from relay.errors import InvalidRequest, RelayError, ResourceMissing
 from relay.ids import is_id
@@ -75,6 +77,8 @@ async def restrict(console: Console, request: Request) -> Response:
     try:
         key = await _key(console, session, "restrict", fields.get("key_id", ""))
         networks = parse_networks(fields.get("networks", ""))
+        # Decided on the key as read: a key session may only narrow what it answers.
+        _authorize(session, restriction(key.networks, networks), key.id)
         done = await console.services.accounts.restrict_key(key.id, networks)
     except RelayError as problem:
         return _refused(session, problem, None)
@@ -118,6 +122,17 @@ def _authorize(session: Session, action: KeyAction, key_id: str | None) -> None:
         return
     if action == "create":
         why = "Creating a key needs an admin session or `relay keys create`."
+    elif action == "roll":
+        why = (
+            "A key session rolls no key, not even its own: the new secret would be shown"
+            " to whoever holds this session. Roll it from an admin session or with"
+            " `relay keys roll`; revoke it here if it leaked."
+        )
+    elif action == "widen" and key_id == session.key_id:
+        why = (
+            "A key session may only narrow its key's ranges; widening them or lifting the"
+            " restriction needs an admin session or `relay keys restrict`."
+        )
     else:
         why = (
             f"This session may {action} only the key it signed in with;"

@@ -1,10 +1,10 @@
 """The Keys page: an account's API keys, never a secret, and a form for each action.
 
-A key session sees its own account's keys in its own mode, with forms for its own
-key only (the others are listed read-only) and no form to create one; an admin
-names the account (`?account=acct_…`), sees both modes and every form. Which
-form is shown is decided by `relay.accounts.authority`, as the actions themselves
-(`key_actions.py`) are.
+A key session sees its own account's keys in its own mode, with forms to revoke its
+own key or narrow its ranges only (the others are listed read-only), and no form to
+create or roll one; an admin names the account (`?account=acct_…`), sees both modes
+and every form. Which form is shown is decided by `relay.accounts.authority`, as the
+actions themselves (`key_actions.py`) are.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def _actions(session: Session, key: ApiKey) -> str:
                 ' aria-label="networks"> <button type="submit">Restrict</button>',
             )
         )
-    if key.networks is not None and _may(session, "restrict", key):
+    if key.networks is not None and _may(session, "widen", key):
         forms.append(
             _form(
                 session,
@@ -154,9 +154,9 @@ def _actions(session: Session, key: ApiKey) -> str:
 def _create_form(session: Session, account_id: str) -> str:
     if not _may(session, "create"):
         return (
-            '<p class="muted">This session manages the key it signed in with only;'
-            " creating a key, or acting on another, needs an admin session or"
-            " <code>relay keys</code>.</p>"
+            '<p class="muted">This session may revoke the key it signed in with, or narrow'
+            " the ranges it answers from. Creating or rolling a key, widening its ranges, or"
+            " acting on another key needs an admin session or <code>relay keys</code>.</p>"
         )
     mode = (
         '<select name="mode" aria-label="mode"><option value="test">test</option>'

@@ -42,10 +42,12 @@ async def section(console: Console, session: Session, account_id: str) -> str:
     )
     intro = (
         '<h2 id="texts">Own texts</h2><p>The SMS or email text of this account in one'
-        " locale, used instead of Relay's: <code>{code}</code> required,"
-        " <code>{brand}</code> and <code>{minutes}</code> (minutes the code stays valid)"
-        " allowed. A text for <code>pt</code> serves <code>pt-BR</code> too, unless there"
-        " is one for <code>pt-BR</code>. WhatsApp sends the template Meta approved.</p>"
+        " locale, used instead of Relay's: <code>{code}</code> and <code>{brand}</code>"
+        " required, <code>{minutes}</code> (minutes the code stays valid) allowed. An SMS"
+        f" text may take at most {console.services.texts.max_segments} segments with the"
+        " longest brand and code. A text for <code>pt</code> serves <code>pt-BR</code>"
+        " too, unless there is one for <code>pt-BR</code>. WhatsApp sends the template"
+        " Meta approved.</p>"
     )
     if not editable:
         return intro + listed + "<p class=muted>A live-key or admin session edits them.</p>"
@@ -58,6 +60,8 @@ def _row(session: Session, text: AccountTemplate, editable: bool) -> list[str]:
         fields = {"account_id": text.account_id, "channel": text.channel, "locale": text.locale}
         delete = button_form("/console/texts/delete", session, "Delete", fields)
     shown = f'<pre data-text="{e(text.channel)}-{e(text.locale)}">{e(text.text)}</pre>'
+    if not text.in_use:
+        shown += '<p class="muted not-sent">Not sent: it does not name {brand}; set it again.</p>'
     return [e(text.channel), e(text.locale), shown, e(text.updated_at), delete]
 
 
