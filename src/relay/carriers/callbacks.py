@@ -9,13 +9,14 @@ sign nothing.
 from __future__ import annotations
 
 import hmac
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import orjson
 
 __all__ = [
     "SECRET_PARAM",
@@ -68,9 +69,12 @@ class StatusCallback:
         return dict(parse_qsl(self.text(), keep_blank_values=True))
 
     def json(self) -> dict[str, Any]:
+        # orjson refuses what would break a reader later, before anything is built:
+        # invalid UTF-8, lone surrogates, and nesting past 1024 levels (where the
+        # standard library's decoder would raise RecursionError).
         try:
-            document = json.loads(self.text())
-        except ValueError as exc:
+            document = orjson.loads(self.body)
+        except orjson.JSONDecodeError as exc:
             raise CallbackPayloadError("the callback body is not JSON") from exc
         if not isinstance(document, dict):
             raise CallbackPayloadError("the callback body is not a JSON object")

@@ -35,7 +35,12 @@ from relay.carriers.base import (
     ReportStatus,
     SubmitReceipt,
 )
-from relay.carriers.callbacks import StatusCallback, callback_url
+from relay.carriers.callbacks import (
+    CallbackPayloadError,
+    CallbackSignatureError,
+    StatusCallback,
+    callback_url,
+)
 from relay.sms.encoding import segment_count
 
 __all__ = [
@@ -202,7 +207,12 @@ class HttpCarrier:
     async def receive_status(self, callback: StatusCallback) -> None:
         """Verify one callback, then pass its final statuses on to the sink."""
         now = self._clock()
-        self._provider.verify(callback, now=now)
+        try:
+            self._provider.verify(callback, now=now)
+        except CallbackPayloadError as exc:
+            # Nothing unsigned is read as a payload: a body too broken to check
+            # the signature of is an unsigned callback, answered as one.
+            raise CallbackSignatureError(f"the signature cannot be checked: {exc}") from exc
         for update in self._provider.read_callback(callback):
             if update.status is None:
                 continue
