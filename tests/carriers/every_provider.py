@@ -79,7 +79,13 @@ def status_path(carrier: str) -> str:
 def every_provider_server(data_dir: Path, database_url: str) -> Iterator[RunningServer]:
     port = free_port()
     settings = test_settings(
-        data_dir, database_url, public_url=f"https://localhost:{port}", carriers=CARRIERS
+        data_dir,
+        database_url,
+        public_url=f"https://localhost:{port}",
+        carriers=CARRIERS,
+        # Hundreds of refusals from one address: what each one is answered is under
+        # test here, not the budgets that slow a flood of them down.
+        auth_failure_burst=100_000,
     )
     with ServerThread(settings, port=port) as running:
         yield running
