@@ -10,14 +10,20 @@ scheme meets the input.
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
+import secrets
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
+from relay.carriers.callbacks import SECRET_PARAM
 from tests.harness import RunningServer, ServerThread, count_rows, free_port, test_settings
 
 # Nothing listens here: no test sends an SMS through these carriers.
@@ -96,3 +102,29 @@ def callback_state(server: RunningServer) -> dict[str, int]:
     return {
         "early_reports": count_rows(server.settings, "SELECT count(*) AS n FROM early_reports"),
     }
+
+
+def signed(carrier: str, body: bytes) -> tuple[dict[str, str], str] | None:
+    """The headers and query with which `carrier`'s provider would have sent `body`, for
+    the carriers whose scheme signs the raw body or the URL alone; None for the rest."""
+    table = CARRIERS[carrier]
+    now = str(int(time.time()))
+    if carrier == "whatsapp-signed":
+        digest = hmac.new(table["app_secret"].encode(), body, hashlib.sha256).hexdigest()
+        return {"X-Hub-Signature-256": f"sha256={digest}"}, ""
+    if carrier == "telnyx-signed":
+        signature = base64.b64encode(TELNYX_KEY.sign(f"{now}|".encode() + body)).decode()
+        return {"telnyx-signature-ed25519": signature, "telnyx-timestamp": now}, ""
+    if carrier == "sinch-signed":
+        nonce = secrets.token_hex(8)
+        mac = hmac.new(
+            table["signature_secret"].encode(), body + f".{nonce}.{now}".encode(), "sha256"
+        )
+        return {
+            "x-sinch-webhook-signature": base64.b64encode(mac.digest()).decode(),
+            "x-sinch-webhook-signature-nonce": nonce,
+            "x-sinch-webhook-signature-timestamp": now,
+        }, ""
+    if table.get("callback_secret"):
+        return {}, urlencode({SECRET_PARAM: table["callback_secret"]})
+    return None
