@@ -17,7 +17,6 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
@@ -41,6 +40,7 @@ from relay.carriers.callbacks import (
     StatusCallback,
     callback_url,
 )
+from relay.carriers.retry_after import retry_after
 from relay.sms.encoding import segment_count
 
 __all__ = [
@@ -57,8 +57,6 @@ __all__ = [
     "SignedSettings",
     "StatusUpdate",
     "is_http_url",
-    "retry_after",
-    "seconds_header",
 ]
 
 _log = logging.getLogger(__name__)
@@ -283,40 +281,6 @@ def _outcome_of(status: int) -> Outcome:
     if 400 <= status < 500 and status not in _NOT_BOUND_STATUSES:
         return "rejected"
     return "unavailable"
-
-
-def retry_after(headers: Mapping[str, str], *, now: datetime, default: float) -> float:
-    """Seconds to wait from a Retry-After of delay-seconds or HTTP-date form."""
-    value = headers.get("Retry-After")
-    if not value:
-        return default
-    seconds: float | None
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = _seconds_until(value, now)
-    if seconds is None or not math.isfinite(seconds):
-        return default
-    return max(0.0, seconds)
-
-
-def seconds_header(headers: Mapping[str, str], name: str) -> float | None:
-    """A header holding a number of seconds, or None when absent or not one."""
-    try:
-        seconds = float(headers.get(name) or "")
-    except ValueError:
-        return None
-    return max(0.0, seconds) if math.isfinite(seconds) else None
-
-
-def _seconds_until(http_date: str, now: datetime) -> float | None:
-    try:
-        when = parsedate_to_datetime(http_date)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return (when - now).total_seconds()
 
 
 def _body(response: httpx.Response) -> dict[str, Any]:

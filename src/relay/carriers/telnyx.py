@@ -36,9 +36,9 @@ from relay.carriers.http_carrier import (
     Refused,
     SignedSettings,
     StatusUpdate,
-    seconds_header,
 )
 from relay.carriers.json_fields import nonempty_text, whole_number
+from relay.carriers.retry_after import seconds_header
 
 __all__ = ["TelnyxApi", "TelnyxSettings"]
 
