@@ -98,9 +98,10 @@ def every_provider_server(data_dir: Path, database_url: str) -> Iterator[Running
 
 
 def callback_state(server: RunningServer) -> dict[str, int]:
-    """What a believed callback leaves behind: receipts parked for unknown ids."""
+    """What a believed callback leaves behind: receipts parked for unknown ids, nonces."""
     return {
-        "early_reports": count_rows(server.settings, "SELECT count(*) AS n FROM early_reports"),
+        table: count_rows(server.settings, f"SELECT count(*) AS n FROM {table}")  # noqa: S608
+        for table in ("early_reports", "callback_nonces")
     }
 
 

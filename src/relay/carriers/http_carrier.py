@@ -16,7 +16,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
@@ -37,6 +37,9 @@ from relay.carriers.base import (
 from relay.carriers.callbacks import (
     CallbackPayloadError,
     CallbackSignatureError,
+    Nonce,
+    NonceLedger,
+    SeenNonces,
     StatusCallback,
     callback_url,
 )
@@ -145,14 +148,18 @@ class Provider(Protocol):
 
     def read_answer(self, answer: Answer) -> Accepted | Refused: ...
 
-    def verify(self, callback: StatusCallback, *, now: datetime) -> None:
-        """Raise `CallbackSignatureError` unless the provider signed this callback."""
+    def verify(self, callback: StatusCallback, *, now: datetime) -> Nonce | None:
+        """Raise `CallbackSignatureError` unless the provider signed this callback; the
+        nonce no other callback may carry, where the scheme signs one and no time."""
 
     def read_callback(self, callback: StatusCallback) -> list[StatusUpdate]: ...
 
 
 class HttpCarrier:
     """An SMS carrier reached over one provider's HTTP API."""
+
+    # What a believed callback is answered with; providers retry anything but a 2xx.
+    callback_answer = 204
 
     def __init__(
         self,
@@ -166,6 +173,7 @@ class HttpCarrier:
         self._settings = settings
         self._clock = clock or _utc_now
         self._reports: ReportSink | None = None
+        self._seen = SeenNonces()
         self._client = httpx.AsyncClient(
             base_url=settings.base_url.rstrip("/"),
             auth=provider.auth,
@@ -202,16 +210,38 @@ class HttpCarrier:
             read = Refused(f"{self._provider.label}_http_{answer.status}", answer.reason)
         raise self._refusal(read, answer, sms)
 
-    async def receive_status(self, callback: StatusCallback) -> None:
-        """Verify one callback, then pass its final statuses on to the sink."""
+    async def receive_status(
+        self, callback: StatusCallback, *, nonces: NonceLedger | None = None
+    ) -> None:
+        """Verify one callback, then pass its final statuses on to the sink.
+
+        Nothing is read or written before the signature holds; a nonce the provider
+        signed is then taken in `nonces` (this process's own ledger when None), and
+        given back if the reports cannot be recorded, so the provider's retry counts.
+        """
         now = self._clock()
         try:
-            self._provider.verify(callback, now=now)
+            once = self._provider.verify(callback, now=now)
         except CallbackPayloadError as exc:
             # Nothing unsigned is read as a payload: a body too broken to check
             # the signature of is an unsigned callback, answered as one.
             raise CallbackSignatureError(f"the signature cannot be checked: {exc}") from exc
-        for update in self._provider.read_callback(callback):
+        updates = self._provider.read_callback(callback)
+        if once is None:
+            await self._report(updates, now)
+            return
+        ledger = self._seen if nonces is None else nonces
+        until = now + timedelta(seconds=once.window)
+        if not await ledger.first_use(self.name, once.value, now=now, until=until):
+            raise CallbackSignatureError("the callback's nonce was used before: a replay")
+        try:
+            await self._report(updates, now)
+        except BaseException:
+            await ledger.forget(self.name, once.value)
+            raise
+
+    async def _report(self, updates: list[StatusUpdate], now: datetime) -> None:
+        for update in updates:
             if update.status is None:
                 continue
             if self._reports is None:

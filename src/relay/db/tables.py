@@ -367,3 +367,15 @@ account_templates = Table(
     Column("text", Text, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
 )
+
+# Nonces of verified carrier callbacks whose signature covers no time (Plivo's), kept for
+# the carrier's window: a second callback with one is a replay. Taken by one INSERT ... ON
+# CONFLICT DO NOTHING (relay.delivery.callback_nonces); pruned once `expires_at` passes.
+callback_nonces = Table(
+    "callback_nonces",
+    metadata,
+    Column("carrier", String(60), primary_key=True),
+    Column("nonce", String(128), primary_key=True),
+    Column("expires_at", UtcDateTime, nullable=False),
+    Index("ix_callback_nonces_expires", "expires_at"),
+)

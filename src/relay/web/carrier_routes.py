@@ -50,13 +50,13 @@ async def carrier_status(call: Call) -> Response:
     )
     _log_signature_headers(name, callback.headers)
     try:
-        await carrier.receive_status(callback)
+        await carrier.receive_status(callback, nonces=call.services.delivery.nonces)
     except CallbackSignatureError as exc:
         message = "The callback signature does not match."
         raise await _failures(call).refusal(name, str(exc), message) from exc
     except CallbackPayloadError as exc:
         raise ParameterInvalid(str(exc)) from exc
-    return Response(status_code=204)
+    return Response(status_code=carrier.callback_answer)
 
 
 async def carrier_handshake(call: Call) -> Response:

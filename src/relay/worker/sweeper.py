@@ -22,7 +22,7 @@ async def sweep_once(services: Services) -> int:
 
 async def prune_once(services: Services) -> int:
     """Drop idempotency keys past their 24 h, abuse counters past their windows, stale
-    receipts, console sessions past their expiry."""
+    receipts and callback nonces, console sessions past their expiry."""
     pruned = await services.idempotency.prune()
     now = services.clock.now()
     pruned += await services.db.write(lambda tx: services.abuse.prune(tx, now=now))
