@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -159,3 +160,28 @@ async def test_a_forged_receipt_keeps_no_nonce_and_the_sweeper_forgets_them_afte
 
     await prune_after_the_window()
     assert await nonces_kept(server) == 0
+
+
+async def test_at_debug_level_each_callback_logs_the_signature_headers_it_carried_never_values(
+    live: httpx.AsyncClient,
+    plivo: FakePlivo,
+    server: RunningServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """How an operator learns which signatures their Plivo account sends."""
+    _, message_id = await sent(live, plivo)
+
+    with caplog.at_level(logging.DEBUG, logger="relay.callbacks"):
+        status = await plivo.send_status(
+            message_id, "sent", versions=("v2",), verify=server.tls_context()
+        )
+
+    assert status == 204
+    [line] = [r for r in caplog.records if r.getMessage() == "carrier.callback_headers"]
+    assert (line.carrier, line.signature_headers) == (  # type: ignore[attr-defined]
+        "plivo-main",
+        "x-plivo-signature-ma-v2,x-plivo-signature-v2,x-plivo-signature-v2-nonce",
+    )
+    assert plivo.last_sent is not None
+    values = plivo.last_sent[2].values()
+    assert not [v for v in values for r in caplog.records if v in str(r.__dict__)]
