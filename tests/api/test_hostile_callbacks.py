@@ -14,11 +14,12 @@ import pytest
 
 from tests.carriers.every_provider import (
     CARRIERS,
+    URL_SECRET,
     callback_state,
     every_provider_server,
     status_path,
 )
-from tests.harness import RunningServer
+from tests.harness import RunningServer, count_rows, create_account
 from tests.webhooks.receiver import isolated_database
 
 JSON = "application/json"
@@ -269,3 +270,25 @@ def test_each_hostile_callback_gets_its_answer_and_changes_nothing(
 
     answered_in_shape(response, caplog, row.status, row.code)
     assert callback_state(hostile_server) == before
+
+
+def test_a_callback_with_an_api_key_and_an_idempotency_key_is_still_only_a_callback(
+    client: httpx.Client, hostile_server: RunningServer
+) -> None:
+    """Callbacks take no API key: whatever key they carry is not looked up, and nothing
+    of the request is kept under its Idempotency-Key before the signature is checked."""
+    account = create_account(hostile_server.settings)
+    headers = {
+        "Authorization": f"Bearer {account.test_key}",
+        "Idempotency-Key": "callback-1",
+        "Content-Type": JSON,
+    }
+    url = f"{status_path('vonage-url')}?relay_secret={URL_SECRET}"
+    receipt = b'{"messageId": "0C00000000000001", "status": "accepted"}'
+
+    answers = [client.post(url, content=receipt, headers=headers) for _ in range(2)]
+
+    assert [a.status_code for a in answers] == [204, 204]
+    assert "idempotent-replayed" not in answers[1].headers
+    kept = "SELECT count(*) AS n FROM idempotency_keys WHERE account_id = :account"
+    assert count_rows(hostile_server.settings, kept, account=account.id) == 0
