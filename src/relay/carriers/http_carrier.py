@@ -213,12 +213,10 @@ class HttpCarrier:
     async def receive_status(
         self, callback: StatusCallback, *, nonces: NonceLedger | None = None
     ) -> None:
-        """Verify one callback, then pass its final statuses on to the sink.
-
-        Nothing is read or written before the signature holds; a nonce the provider
-        signed is then taken in `nonces` (this process's own ledger when None), and
-        given back if the reports cannot be recorded, so the provider's retry counts.
-        """
+        """Verify one callback, then pass its final statuses on to the sink. Nothing is
+        read or written before the signature holds; a signed nonce is then taken once in
+        `nonces` (None: this process's own), and given back if the reports cannot be
+        recorded, so that the provider's retry is taken."""
         now = self._clock()
         try:
             once = self._provider.verify(callback, now=now)
@@ -236,7 +234,7 @@ class HttpCarrier:
             raise CallbackSignatureError("the callback's nonce was used before: a replay")
         try:
             await self._report(updates, now)
-        except BaseException:
+        except Exception:
             await ledger.forget(self.name, once.value)
             raise
 
