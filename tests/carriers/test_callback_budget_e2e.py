@@ -14,6 +14,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from tests.carriers.every_provider import CARRIERS
 from tests.carriers.live_client import live_client
 from tests.carriers.provider_cases import http_table
 from tests.carriers.reading import attempts, settle
@@ -47,7 +48,10 @@ def server(
         tmp_path_factory.mktemp("data"),
         url,
         public_url=f"https://localhost:{port}",
-        carriers={name: {**table, "sender": VALID_FROM} for name in ROUTES.values()},
+        carriers={
+            **{name: {**table, "sender": VALID_FROM} for name in ROUTES.values()},
+            "whatsapp-meta": CARRIERS["whatsapp-signed"],
+        },
         routes={country: [name] for country, name in ROUTES.items()},
     )
     with ServerThread(settings, port=port) as running:
@@ -136,3 +140,24 @@ async def test_failures_from_many_addresses_spend_the_carriers_budget_never_a_va
     assert [r for r in caplog.records if r.exc_info] == []
     parked = "SELECT count(*) AS n FROM early_reports"
     assert await asyncio.to_thread(count_rows, server.settings, parked) == 0
+
+
+async def test_wrong_verify_tokens_spend_the_budget_and_the_right_one_is_still_answered(
+    server: RunningServer,
+) -> None:
+    path = f"{server.base_url}/v1/carriers/whatsapp-meta/status"
+    token = CARRIERS["whatsapp-signed"]["verify_token"]
+    guess = {"hub.mode": "subscribe", "hub.verify_token": "guess", "hub.challenge": "1"}
+
+    answers = []
+    async with (
+        from_address(server, "127.0.0.6") as meta,
+        from_address(server, "127.0.0.7") as other,
+    ):
+        for client in itertools.islice(itertools.cycle([meta, other]), 310):
+            answers.append(await client.get(path, params=guess))
+        right = await meta.get(path, params={**guess, "hub.verify_token": token})
+
+    assert Counter(a.status_code for a in answers) == {401: 300, 429: 10}
+    refused_in_shape(answers[-1])
+    assert (right.status_code, right.text) == (200, "1")
