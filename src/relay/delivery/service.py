@@ -29,7 +29,7 @@ from relay.carriers.registry import CarrierSet
 from relay.clock import Clock
 from relay.db.driver import Db
 from relay.db.sql import Tx
-from relay.delivery import at_once, callback_nonces, early_reports, leases, store
+from relay.delivery import at_once, early_reports, leases, store
 from relay.delivery.attempts import AttemptStatus
 from relay.delivery.figures import MeasuredRoutes, RecentFigures
 from relay.delivery.jobs import Job, Step, Submitted
@@ -76,8 +76,6 @@ class Delivery:
         # always made before that receipt's handler runs.
         self._recording: dict[tuple[str, str], asyncio.Event] = {}
         self.measured = MeasuredRoutes(RecentFigures(db, clock), carriers, draw)
-        # Every process's callback route takes nonces here (relay.carriers.callbacks).
-        self.nonces = callback_nonces.CallbackNonces(db)
 
     @property
     def dispatching(self) -> bool:
@@ -371,15 +369,9 @@ class Delivery:
         return len(opened)
 
     async def prune(self) -> int:
-        """Parked receipts that matched nothing for a day (for SMS this database never
-        sent), and callback nonces past their window."""
-        now = self._clock.now()
-
-        async def unit(tx: Tx) -> int:
-            parked = await early_reports.prune(tx, before=now - EARLY_REPORT_RETENTION)
-            return parked + await callback_nonces.prune(tx, now=now)
-
-        return await self._db.write(unit)
+        """Parked receipts that matched nothing for a day are for SMS this database never sent."""
+        before = self._clock.now() - EARLY_REPORT_RETENTION
+        return await self._db.write(lambda tx: early_reports.prune(tx, before=before))
 
     async def _follow(self, opened: list[AttemptRow]) -> None:
         """Submit failover attempts opened outside a dispatch, here if this process sends."""

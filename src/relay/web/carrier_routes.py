@@ -27,6 +27,7 @@ from relay.carriers.callbacks import (
     ReceivesStatusCallbacks,
     StatusCallback,
 )
+from relay.delivery.callback_nonces import CallbackNonces
 from relay.errors import ParameterInvalid, ResourceMissing
 from relay.web.callback_budget import CallbackFailures
 from relay.web.operations import Call, Operation
@@ -50,7 +51,7 @@ async def carrier_status(call: Call) -> Response:
     )
     _log_signature_headers(name, callback.headers)
     try:
-        await carrier.receive_status(callback, nonces=call.services.delivery.nonces)
+        await carrier.receive_status(callback, nonces=CallbackNonces(call.services.db))
     except CallbackSignatureError as exc:
         message = "The callback signature does not match."
         raise await _failures(call).refusal(name, str(exc), message) from exc

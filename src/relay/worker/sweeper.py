@@ -6,6 +6,7 @@ import asyncio
 import logging
 
 from relay.console import sessions as console_sessions
+from relay.delivery import callback_nonces
 from relay.services import Services
 
 log = logging.getLogger("relay.worker")
@@ -27,6 +28,7 @@ async def prune_once(services: Services) -> int:
     now = services.clock.now()
     pruned += await services.db.write(lambda tx: services.abuse.prune(tx, now=now))
     pruned += await services.db.write(lambda tx: console_sessions.prune(tx, now=now))
+    pruned += await services.db.write(lambda tx: callback_nonces.prune(tx, now=now))
     pruned += await services.delivery.prune()
     return pruned
 
