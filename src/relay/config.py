@@ -89,6 +89,10 @@ class Settings(BaseSettings):
     # The same moving window as `rate_limit`.
     auth_failure_rate: float = Field(5.0, gt=0)
     auth_failure_burst: int = Field(300, ge=1)
+    # Carrier callbacks whose signature fails, per carrier and process, before they are
+    # answered 429 instead of 401 (decision 0043); a valid signature is never refused.
+    callback_failure_rate: float = Field(5.0, gt=0)
+    callback_failure_burst: int = Field(300, ge=1)
     idempotency_lease: float = Field(60.0, gt=0, le=3600)
     number_verifications_per_hour: int = Field(10, ge=1)
     number_failed_checks_per_day: int = Field(20, ge=1)

@@ -14,7 +14,8 @@ Built from Plivo's published reference:
   (V2: URL + nonce) and https://docs.plivo.com/docs/voice/xml/request/validation
   (V3: URL, sorted parameters and nonce), computed as Plivo's SDKs validate
   them. Which of the two SMS callbacks carry is not stated, so the fake sends
-  both, as Plivo's own headers do for voice.
+  both by default, as Plivo's own headers do for voice, or V2 alone (as the
+  messaging page describes) or V3 alone when asked.
 
 Plivo publishes no machine-readable description of this API, so the fake
 checks requests against the fields of the send reference and refuses any other.
@@ -31,9 +32,9 @@ import secrets
 import ssl
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 from starlette.requests import Request
@@ -52,6 +53,7 @@ from tests.carriers.fake_server import (
 )
 
 MESSAGE_PATH = "/v1/Account/{auth_id}/Message/"
+Version = Literal["v2", "v3"]
 INVALID_DST = "15005550001"
 _FIELDS = frozenset(
     {
@@ -99,6 +101,8 @@ class FakePlivo(FakeAccount[dict[str, Any], dict[str, Any]]):
 
     auth_id: str
     auth_token: str
+    # The URL, form and headers of the last callback posted: what a replay sends again.
+    last_sent: tuple[str, dict[str, str], dict[str, str]] | None = field(default=None)
 
     def id_for(self, to: str) -> str:
         [found] = [key for key, sent in self.messages.items() if sent["dst"] == to.lstrip("+")]
@@ -146,17 +150,25 @@ class FakePlivo(FakeAccount[dict[str, Any], dict[str, Any]]):
         return form
 
     def headers(
-        self, url: str, form: Mapping[str, str], *, token: str | None = None
+        self,
+        url: str,
+        form: Mapping[str, str],
+        *,
+        token: str | None = None,
+        versions: tuple[Version, ...] = ("v2", "v3"),
     ) -> dict[str, str]:
+        """The signature headers of one callback: each version asked for, one nonce."""
         key, nonce = token or self.auth_token, secrets.token_hex(10)
-        return {
-            "X-Plivo-Signature-V2": sign_v2(key, url, nonce),
-            "X-Plivo-Signature-Ma-V2": sign_v2(key, url, nonce),
-            "X-Plivo-Signature-V2-Nonce": nonce,
-            "X-Plivo-Signature-V3": sign_v3(key, url, form, nonce),
-            "X-Plivo-Signature-Ma-V3": sign_v3(key, url, form, nonce),
-            "X-Plivo-Signature-V3-Nonce": nonce,
-        }
+        headers = {}
+        if "v2" in versions:
+            headers["X-Plivo-Signature-V2"] = sign_v2(key, url, nonce)
+            headers["X-Plivo-Signature-Ma-V2"] = sign_v2(key, url, nonce)
+            headers["X-Plivo-Signature-V2-Nonce"] = nonce
+        if "v3" in versions:
+            headers["X-Plivo-Signature-V3"] = sign_v3(key, url, form, nonce)
+            headers["X-Plivo-Signature-Ma-V3"] = sign_v3(key, url, form, nonce)
+            headers["X-Plivo-Signature-V3-Nonce"] = nonce
+        return headers
 
     async def send_status(
         self,
@@ -166,15 +178,30 @@ class FakePlivo(FakeAccount[dict[str, Any], dict[str, Any]]):
         error_code: str | None = None,
         signing: Signing = "signed",
         verify: ssl.SSLContext | bool = True,
+        versions: tuple[Version, ...] = ("v2", "v3"),
     ) -> int:
-        """POST a status callback, signed as asked, to the send's `url`; the answer's status."""
+        """POST a status callback, signed as asked with the `versions` asked, to the send's
+        `url`; the answer's status."""
         stale = datetime.now(UTC) - timedelta(days=1) if signing == "stale" else None
         form = self.callback(message_id, status, error_code=error_code, at=stale)
         url = self.callback_url(message_id)
         headers = {}
         if signing != "unsigned":
-            headers = self.headers(url, form, token="someone-else" if signing == "forged" else None)
+            token = "someone-else" if signing == "forged" else None
+            headers = self.headers(url, form, token=token, versions=versions)
+        self.last_sent = (url, form, headers)
         return await post_callback(url, verify=verify, data=form, headers=headers)
+
+    async def replay_last(
+        self, *, verify: ssl.SSLContext | bool = True, changes: Mapping[str, str] | None = None
+    ) -> int:
+        """POST the last callback again, its signature headers as they were, its form
+        with `changes` (what someone who captured it would send); the answer's status."""
+        assert self.last_sent is not None, "no callback was sent"
+        url, form, headers = self.last_sent
+        return await post_callback(
+            url, verify=verify, data={**form, **(changes or {})}, headers=headers
+        )
 
     async def _send(self, request: Request) -> Response:
         if basic_credentials(request) != (self.auth_id, self.auth_token):

@@ -23,7 +23,7 @@ from relay.carriers.http_carrier import HttpCarrier
 from relay.carriers.plivo import PlivoSettings
 from relay.carriers.providers import http_carrier
 from tests.carriers.fake_server import Hang, Reply, billed_segments
-from tests.carriers.plivo_fake import INVALID_DST, FakePlivo, plivo_error
+from tests.carriers.plivo_fake import INVALID_DST, FakePlivo, Version, plivo_error
 from tests.carriers.reading import reports_of
 
 AUTH_ID, AUTH_TOKEN = "MAXXXXXXXXXXXXXXXXXX", "plivo-auth-token"
@@ -135,11 +135,17 @@ async def test_wrong_credentials_a_server_error_or_silence_make_the_carrier_unav
 
 
 async def signed_callback(
-    plivo: FakePlivo, carrier: HttpCarrier, status: str, *, at: datetime = NOW
+    plivo: FakePlivo,
+    carrier: HttpCarrier,
+    status: str,
+    *,
+    at: datetime = NOW,
+    versions: tuple[Version, ...] = ("v2", "v3"),
 ) -> tuple[str, StatusCallback]:
     message_id = (await carrier.submit(SMS)).carrier_message_id
     form = plivo.callback(message_id, status, error_code="300", at=at)
-    headers = {k.lower(): v for k, v in plivo.headers(CALLBACK_URL, form).items()}
+    signed = plivo.headers(CALLBACK_URL, form, versions=versions)
+    headers = {k.lower(): v for k, v in signed.items()}
     return message_id, StatusCallback(CALLBACK_URL, urlencode(form).encode(), headers)
 
 
@@ -174,9 +180,6 @@ async def test_a_forged_altered_unsigned_or_stale_callback_is_refused(
     refused = [
         replace(callback, headers={k.lower(): v for k, v in forged.items()}),
         replace(callback, body=callback.body.replace(b"undelivered", b"delivered")),
-        replace(
-            callback, headers={"x-plivo-signature-v2": callback.headers["x-plivo-signature-v2"]}
-        ),
         (await signed_callback(plivo, carrier, "delivered", at=NOW - timedelta(hours=2)))[1],
     ]
     for callback_refused in refused:
@@ -194,4 +197,94 @@ async def test_one_matching_signature_among_several_is_enough(
     await carrier.receive_status(
         replace(callback, headers={**callback.headers, "x-plivo-signature-v3": header})
     )
+    assert len(sink.reports) == 1
+
+
+async def test_a_receipt_signed_with_v2_alone_is_taken_unless_only_v3_is_accepted(
+    plivo: FakePlivo, carrier: HttpCarrier
+) -> None:
+    sink = await reports_of(carrier)
+    message_id, callback = await signed_callback(plivo, carrier, "delivered", versions=("v2",))
+    strict = http_carrier(settings(plivo, signature_versions=("v3",)), clock=lambda: NOW)
+    await reports_of(strict)
+
+    with pytest.raises(CallbackSignatureError, match="x-plivo-signature-v3"):
+        await strict.receive_status(callback)
+    await carrier.receive_status(callback)
+
+    await strict.close()
+    assert sink.reports == [DeliveryReport("plivo-main", message_id, "delivered", None, NOW)]
+
+
+async def test_a_callback_carrying_v3_is_judged_by_v3_alone(
+    plivo: FakePlivo, carrier: HttpCarrier
+) -> None:
+    """V2 covers no body: with V3 present, an altered body must not pass on V2's word."""
+    sink = await reports_of(carrier)
+    _, callback = await signed_callback(plivo, carrier, "undelivered")
+    altered = replace(callback, body=callback.body.replace(b"undelivered", b"delivered"))
+
+    with pytest.raises(CallbackSignatureError, match="x-plivo-signature-v3"):
+        await carrier.receive_status(altered)
+    assert sink.reports == []
+
+
+@pytest.mark.parametrize("versions", [("v2",), ("v3",)], ids=["V2", "V3"])
+async def test_a_nonce_seen_twice_within_the_window_is_refused_whatever_the_body(
+    plivo: FakePlivo, carrier: HttpCarrier, versions: tuple[Version, ...]
+) -> None:
+    sink = await reports_of(carrier)
+    _, callback = await signed_callback(plivo, carrier, "undelivered", versions=versions)
+    await carrier.receive_status(callback)
+    without_times = replace(
+        callback, body=b"&".join(part for part in callback.body.split(b"&") if b"Time=" not in part)
+    )
+
+    for replay in (callback, replace(callback, body=callback.body + b"&Extra=1"), without_times):
+        with pytest.raises(CallbackSignatureError):
+            await carrier.receive_status(replay)
+    assert len(sink.reports) == 1
+
+
+async def test_a_v3_callback_without_a_time_field_is_taken_once(
+    plivo: FakePlivo, carrier: HttpCarrier
+) -> None:
+    sink = await reports_of(carrier)
+    message_id = (await carrier.submit(SMS)).carrier_message_id
+    form = {"MessageUUID": message_id, "Status": "delivered"}
+    headers = {k.lower(): v for k, v in plivo.headers(CALLBACK_URL, form, versions=("v3",)).items()}
+    callback = StatusCallback(CALLBACK_URL, urlencode(form).encode(), headers)
+
+    await carrier.receive_status(callback)
+    with pytest.raises(CallbackSignatureError, match="replay"):
+        await carrier.receive_status(callback)
+    assert len(sink.reports) == 1
+
+
+@pytest.mark.parametrize("nonce", ["", "n" * 129, "nonce\u00e9", "a b\x00"])
+async def test_a_nonce_that_is_no_nonce_is_refused_before_the_signature(
+    plivo: FakePlivo, carrier: HttpCarrier, nonce: str
+) -> None:
+    _, callback = await signed_callback(plivo, carrier, "delivered", versions=("v2",))
+    headers = {**callback.headers, "x-plivo-signature-v2-nonce": nonce}
+
+    with pytest.raises(CallbackSignatureError, match="nonce"):
+        await carrier.receive_status(replace(callback, headers=headers))
+
+
+async def test_a_nonce_is_given_back_when_its_report_cannot_be_recorded(
+    plivo: FakePlivo, carrier: HttpCarrier
+) -> None:
+    """So the provider's retry of the same callback is taken, not refused as a replay."""
+    _, callback = await signed_callback(plivo, carrier, "delivered", versions=("v2",))
+    sink = await reports_of(carrier)
+
+    async def down(report: DeliveryReport) -> None:
+        raise RuntimeError("the database is down")
+
+    await carrier.start(down)
+    with pytest.raises(RuntimeError):
+        await carrier.receive_status(callback)
+    await carrier.start(sink)
+    await carrier.receive_status(callback)
     assert len(sink.reports) == 1

@@ -12,7 +12,7 @@ import pytest
 
 from relay.carriers.callbacks import SECRET_PARAM, url_with_secret
 from relay.carriers.http_carrier import HttpCarrier
-from relay.carriers.plivo import plivo_signature_v3
+from relay.carriers.plivo import plivo_signature_v2, plivo_signature_v3
 from relay.carriers.registry import build_carriers, carrier_problems
 from relay.carriers.vonage import vonage_signature
 from relay.cli.checks import unsafe_for_live
@@ -91,6 +91,27 @@ def test_a_plivo_table_needs_its_auth_id_token_and_sender() -> None:
     assert "sender" in missing
     [wrong] = problems(plivo={**table, "sender": "x", "auth_id": "MA/../x"})
     assert "auth_id" in wrong
+
+
+@pytest.mark.parametrize("versions", [[], ["v4"], ["v3", "v3"], "v3"])
+def test_plivo_signature_versions_must_name_v3_v2_or_both_once(versions: object) -> None:
+    table = {"kind": "http", "provider": "plivo", "auth_id": "MA0123", "auth_token": "t"}
+    [wrong] = problems(plivo={**table, "sender": "1415", "signature_versions": versions})
+    assert "signature_versions" in wrong
+
+
+def test_plivo_signature_versions_are_read_as_the_config_file_lists_them() -> None:
+    table = {"kind": "http", "provider": "plivo", "auth_id": "MA0123", "auth_token": "t"}
+    for versions in (["v3"], ["v2"], ["v2", "v3"]):
+        assert problems(plivo={**table, "sender": "1415", "signature_versions": versions}) == []
+
+
+def test_plivo_v2_signs_the_url_without_its_query_then_the_nonce() -> None:
+    signed = "https://r.example:8443/cb12345"
+    expected = base64.b64encode(hmac.new(b"tok", signed.encode(), hashlib.sha256).digest())
+    assert plivo_signature_v2("tok", "https://r.example:8443/cb?relay=1", "12345") == (
+        expected.decode()
+    )
 
 
 def test_plivo_v3_signs_the_url_with_its_query_then_the_sorted_form_then_the_nonce() -> None:

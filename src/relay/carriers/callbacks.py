@@ -2,28 +2,34 @@
 
 Each provider signs its callbacks its own way (or not at all); the checks every
 scheme needs live here: a constant-time compare, a timestamp window against
-replays, and the per-carrier secret a callback URL carries for providers that
-sign nothing.
+replays, a nonce that may be used once where a scheme signs no time, and the
+per-carrier secret a callback URL carries for providers that sign nothing.
 """
 
 from __future__ import annotations
 
 import hmac
-import json
 import math
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import orjson
+
 __all__ = [
+    "MAX_NONCE",
     "SECRET_PARAM",
     "AnswersSubscriptionHandshake",
     "CallbackError",
     "CallbackPayloadError",
     "CallbackSignatureError",
+    "Nonce",
+    "NonceLedger",
     "ReceivesStatusCallbacks",
+    "SeenNonces",
     "StatusCallback",
     "callback_url",
     "check_fresh",
@@ -34,6 +40,8 @@ __all__ = [
 
 # The query parameter of a callback URL that carries the carrier's secret.
 SECRET_PARAM = "relay_secret"  # noqa: S105 (the name of a parameter, not a secret)
+# The longest nonce kept (`callback_nonces.nonce`); providers send 20 to 40 characters.
+MAX_NONCE = 128
 
 
 class CallbackError(Exception):
@@ -68,9 +76,12 @@ class StatusCallback:
         return dict(parse_qsl(self.text(), keep_blank_values=True))
 
     def json(self) -> dict[str, Any]:
+        # orjson refuses what would break a reader later, before anything is built:
+        # invalid UTF-8, lone surrogates, and nesting past 1024 levels (where the
+        # standard library's decoder would raise RecursionError).
         try:
-            document = json.loads(self.text())
-        except ValueError as exc:
+            document = orjson.loads(self.body)
+        except orjson.JSONDecodeError as exc:
             raise CallbackPayloadError("the callback body is not JSON") from exc
         if not isinstance(document, dict):
             raise CallbackPayloadError("the callback body is not a JSON object")
@@ -87,14 +98,65 @@ class StatusCallback:
         return media_type == "application/json" or media_type.endswith("+json")
 
 
+@dataclass(frozen=True)
+class Nonce:
+    """A value the provider signed that no other callback may carry within `window` seconds:
+    what stops a replay where the signature covers no time (Plivo's)."""
+
+    value: str
+    window: float
+
+
+class NonceLedger(Protocol):
+    """Where the nonces of verified callbacks are kept for their window, per carrier.
+
+    `first_use` records `nonce` until `until` and answers whether it was new, in one
+    atomic step, so two processes given the same callback cannot both take it.
+    """
+
+    async def first_use(
+        self, carrier: str, nonce: str, *, now: datetime, until: datetime
+    ) -> bool: ...
+
+    async def forget(self, carrier: str, nonce: str) -> None: ...
+
+
+class SeenNonces:
+    """A `NonceLedger` of one process, for a carrier used without Relay's database
+    (the server passes the database's, which every process shares)."""
+
+    def __init__(self) -> None:
+        self._seen: set[tuple[str, str]] = set()
+        self._order: deque[tuple[datetime, tuple[str, str]]] = deque()
+
+    async def first_use(self, carrier: str, nonce: str, *, now: datetime, until: datetime) -> bool:
+        while self._order and self._order[0][0] < now:
+            self._seen.discard(self._order.popleft()[1])
+        key = (carrier, nonce)
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        self._order.append((until, key))
+        return True
+
+    async def forget(self, carrier: str, nonce: str) -> None:
+        self._seen.discard((carrier, nonce))
+
+
 @runtime_checkable
 class ReceivesStatusCallbacks(Protocol):
-    """A carrier that takes status callbacks at `POST /v1/carriers/{name}/status`."""
+    """A carrier that takes status callbacks at `POST /v1/carriers/{name}/status`, and
+    answers a believed one with `callback_answer` (the status its provider asks for)."""
 
     @property
     def status_callback_url(self) -> str: ...
 
-    async def receive_status(self, callback: StatusCallback) -> None: ...
+    @property
+    def callback_answer(self) -> int: ...
+
+    async def receive_status(
+        self, callback: StatusCallback, *, nonces: NonceLedger | None = None
+    ) -> None: ...
 
 
 @runtime_checkable

@@ -16,8 +16,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
@@ -35,7 +34,16 @@ from relay.carriers.base import (
     ReportStatus,
     SubmitReceipt,
 )
-from relay.carriers.callbacks import StatusCallback, callback_url
+from relay.carriers.callbacks import (
+    CallbackPayloadError,
+    CallbackSignatureError,
+    Nonce,
+    NonceLedger,
+    SeenNonces,
+    StatusCallback,
+    callback_url,
+)
+from relay.carriers.retry_after import retry_after
 from relay.sms.encoding import segment_count
 
 __all__ = [
@@ -52,8 +60,6 @@ __all__ = [
     "SignedSettings",
     "StatusUpdate",
     "is_http_url",
-    "retry_after",
-    "seconds_header",
 ]
 
 _log = logging.getLogger(__name__)
@@ -142,14 +148,18 @@ class Provider(Protocol):
 
     def read_answer(self, answer: Answer) -> Accepted | Refused: ...
 
-    def verify(self, callback: StatusCallback, *, now: datetime) -> None:
-        """Raise `CallbackSignatureError` unless the provider signed this callback."""
+    def verify(self, callback: StatusCallback, *, now: datetime) -> Nonce | None:
+        """Raise `CallbackSignatureError` unless the provider signed this callback; the
+        nonce no other callback may carry, where the scheme signs one and no time."""
 
     def read_callback(self, callback: StatusCallback) -> list[StatusUpdate]: ...
 
 
 class HttpCarrier:
     """An SMS carrier reached over one provider's HTTP API."""
+
+    # What a believed callback is answered with; providers retry anything but a 2xx.
+    callback_answer = 204
 
     def __init__(
         self,
@@ -163,6 +173,7 @@ class HttpCarrier:
         self._settings = settings
         self._clock = clock or _utc_now
         self._reports: ReportSink | None = None
+        self._seen = SeenNonces()
         self._client = httpx.AsyncClient(
             base_url=settings.base_url.rstrip("/"),
             auth=provider.auth,
@@ -199,11 +210,36 @@ class HttpCarrier:
             read = Refused(f"{self._provider.label}_http_{answer.status}", answer.reason)
         raise self._refusal(read, answer, sms)
 
-    async def receive_status(self, callback: StatusCallback) -> None:
-        """Verify one callback, then pass its final statuses on to the sink."""
+    async def receive_status(
+        self, callback: StatusCallback, *, nonces: NonceLedger | None = None
+    ) -> None:
+        """Verify one callback, then pass its final statuses on to the sink. Nothing is
+        read or written before the signature holds; a signed nonce is then taken once in
+        `nonces` (None: this process's own), and given back if the reports cannot be
+        recorded, so that the provider's retry is taken."""
         now = self._clock()
-        self._provider.verify(callback, now=now)
-        for update in self._provider.read_callback(callback):
+        try:
+            once = self._provider.verify(callback, now=now)
+        except CallbackPayloadError as exc:
+            # Nothing unsigned is read as a payload: a body too broken to check
+            # the signature of is an unsigned callback, answered as one.
+            raise CallbackSignatureError(f"the signature cannot be checked: {exc}") from exc
+        updates = self._provider.read_callback(callback)
+        if once is None:
+            await self._report(updates, now)
+            return
+        ledger = self._seen if nonces is None else nonces
+        until = now + timedelta(seconds=once.window)
+        if not await ledger.first_use(self.name, once.value, now=now, until=until):
+            raise CallbackSignatureError("the callback's nonce was used before: a replay")
+        try:
+            await self._report(updates, now)
+        except Exception:
+            await ledger.forget(self.name, once.value)
+            raise
+
+    async def _report(self, updates: list[StatusUpdate], now: datetime) -> None:
+        for update in updates:
             if update.status is None:
                 continue
             if self._reports is None:
@@ -273,40 +309,6 @@ def _outcome_of(status: int) -> Outcome:
     if 400 <= status < 500 and status not in _NOT_BOUND_STATUSES:
         return "rejected"
     return "unavailable"
-
-
-def retry_after(headers: Mapping[str, str], *, now: datetime, default: float) -> float:
-    """Seconds to wait from a Retry-After of delay-seconds or HTTP-date form."""
-    value = headers.get("Retry-After")
-    if not value:
-        return default
-    seconds: float | None
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = _seconds_until(value, now)
-    if seconds is None or not math.isfinite(seconds):
-        return default
-    return max(0.0, seconds)
-
-
-def seconds_header(headers: Mapping[str, str], name: str) -> float | None:
-    """A header holding a number of seconds, or None when absent or not one."""
-    try:
-        seconds = float(headers.get(name) or "")
-    except ValueError:
-        return None
-    return max(0.0, seconds) if math.isfinite(seconds) else None
-
-
-def _seconds_until(http_date: str, now: datetime) -> float | None:
-    try:
-        when = parsedate_to_datetime(http_date)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return (when - now).total_seconds()
 
 
 def _body(response: httpx.Response) -> dict[str, Any]:

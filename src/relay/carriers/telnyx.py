@@ -36,9 +36,9 @@ from relay.carriers.http_carrier import (
     Refused,
     SignedSettings,
     StatusUpdate,
-    seconds_header,
 )
 from relay.carriers.json_fields import nonempty_text, whole_number
+from relay.carriers.retry_after import seconds_header
 
 __all__ = ["TelnyxApi", "TelnyxSettings"]
 
@@ -128,7 +128,8 @@ class TelnyxApi:
         try:
             signature = base64.b64decode(callback.header(_SIGNATURE_HEADER) or "", validate=True)
             self._key.verify(signature, f"{timestamp}|".encode() + callback.body)
-        except (binascii.Error, InvalidSignature) as exc:
+        except (ValueError, InvalidSignature) as exc:
+            # ValueError: not base64, or not ASCII at all (binascii.Error is one).
             raise CallbackSignatureError("telnyx-signature-ed25519 does not match") from exc
         # Checked after the signature, which covers the timestamp.
         check_fresh(timestamp, now=now, tolerance=self._settings.signature_tolerance)

@@ -219,6 +219,9 @@ class WhatsAppApi:
 class WhatsAppCarrier(HttpCarrier):
     """The shared HTTP carrier speaking the Cloud API, on the `whatsapp` channel."""
 
+    # Meta's webhook pages ask for 200 OK, and nothing else, for every notification.
+    callback_answer = 200
+
     def __init__(
         self,
         settings: WhatsAppSettings,

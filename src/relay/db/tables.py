@@ -3,8 +3,6 @@ against. Runtime queries do not use it; they go through `relay.db.sql`."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from sqlalchemy import (
     JSON,
     Boolean,
@@ -20,29 +18,8 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.engine import Dialect
-from sqlalchemy.types import DateTime, TypeDecorator
 
-
-class UtcDateTime(TypeDecorator[datetime]):
-    """Aware UTC datetimes on both databases (SQLite keeps them as sortable text)."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("naive datetimes are not stored")
-        value = value.astimezone(UTC)
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
+from relay.db.utc_datetime import UtcDateTime
 
 metadata = MetaData()
 
@@ -393,4 +370,16 @@ account_templates = Table(
     Column("locale", String(35), primary_key=True),
     Column("text", Text, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
+)
+
+# Nonces of verified carrier callbacks whose signature covers no time (Plivo's), kept for
+# the carrier's window: a second callback with one is a replay. Taken by one INSERT ... ON
+# CONFLICT DO NOTHING (relay.delivery.callback_nonces); pruned once `expires_at` passes.
+callback_nonces = Table(
+    "callback_nonces",
+    metadata,
+    Column("carrier", String(60), primary_key=True),
+    Column("nonce", String(128), primary_key=True),
+    Column("expires_at", UtcDateTime, nullable=False),
+    Index("ix_callback_nonces_expires", "expires_at"),
 )

@@ -18,6 +18,7 @@ from relay import errors as e
 from relay.services import Services
 from relay.web import carrier_routes, console, event_routes, message_routes, metrics_route, routes
 from relay.web.api_reference import api_page
+from relay.web.callback_budget import CallbackFailures
 from relay.web.callers import base_url
 from relay.web.dispatch import routes as router_routes
 from relay.web.docs import errors_page
@@ -76,6 +77,7 @@ def create_app(services: Services, *, background: bool = True) -> Starlette:
         exception_handlers={HTTPException: _on_http_error},
     )
     app.state.services = services
+    app.state.callback_failures = CallbackFailures.of(services.settings)
     # Added innermost first: Edge (HTTPS, body cap) → per-key rate limit → idempotency
     # → the router.
     app.add_middleware(IdempotencyMiddleware, services=services)

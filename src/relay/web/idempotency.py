@@ -28,6 +28,7 @@ from relay.services import Services
 from relay.web.bodies import read_body, replay
 from relay.web.callers import base_url, scope_caller
 from relay.web.errors import error_response
+from relay.web.middleware import CALLBACK_PREFIX
 
 HEADER = b"idempotency-key"
 REPLAYED = (b"idempotent-replayed", b"true")
@@ -40,7 +41,13 @@ class IdempotencyMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         raw_key = dict(scope["headers"]).get(HEADER) if scope["type"] == "http" else None
-        if raw_key is None or scope["method"] != "POST":
+        # Carrier callbacks take no API key: whatever they carry is neither looked up nor
+        # kept before their signature is checked.
+        if (
+            raw_key is None
+            or scope["method"] != "POST"
+            or scope["path"].startswith(CALLBACK_PREFIX)
+        ):
             await self.app(scope, receive, send)
             return
         caller = await scope_caller(scope, self.services)

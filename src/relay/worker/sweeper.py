@@ -6,6 +6,7 @@ import asyncio
 import logging
 
 from relay.console import sessions as console_sessions
+from relay.delivery import callback_nonces
 from relay.services import Services
 
 log = logging.getLogger("relay.worker")
@@ -22,11 +23,12 @@ async def sweep_once(services: Services) -> int:
 
 async def prune_once(services: Services) -> int:
     """Drop idempotency keys past their 24 h, abuse counters past their windows, stale
-    receipts, console sessions past their expiry."""
+    receipts and callback nonces, console sessions past their expiry."""
     pruned = await services.idempotency.prune()
     now = services.clock.now()
     pruned += await services.db.write(lambda tx: services.abuse.prune(tx, now=now))
     pruned += await services.db.write(lambda tx: console_sessions.prune(tx, now=now))
+    pruned += await services.db.write(lambda tx: callback_nonces.prune(tx, now=now))
     pruned += await services.delivery.prune()
     return pruned
 
