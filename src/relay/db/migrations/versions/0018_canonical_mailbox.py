@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from alembic import op
 
-from relay.db.tables import UtcDateTime
+from relay.db.utc_datetime import UtcDateTime
 from relay.email_address import mailbox_of
 
 revision = "0018"
