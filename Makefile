@@ -45,7 +45,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/run_all.py $(if $(SMOKE),--smoke)
 
 ## The request path's instruction budget: every budgeted operation counted under callgrind
-## (about two minutes), one table beside bench/budget.toml; fails when one is more than 2 %
+## (about a minute), one table beside bench/budget.toml; fails when one is more than 2 %
 ## over its budget (docs/benchmarks.md, "Instruction budgets"). Needs valgrind and a C compiler.
 budget: $(STAMP)
 	$(BIN)/python bench/budget.py

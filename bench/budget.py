@@ -7,7 +7,7 @@ how, and what is kept out so the counts repeat run to run), and the reference
 floor's create and check beside them. Prints one table; exits 1 when an
 operation exceeds its budget by more than the file's `tolerance`, or has none.
 Instructions, not time: the same on a loaded machine as on a quiet one, so CI
-holds the line (`.ci/run`, `make budget`). About two minutes on 2 busy cores.
+holds the line (`.ci/run`, `make budget`). About a minute on 2 busy cores.
 
 Raising a budget needs a decision record naming what the instructions buy;
 lowering one is welcome (`--write` sets every budget to the count just made,
