@@ -40,6 +40,8 @@ from bench.budget_workload import FLOOR, OPERATIONS  # noqa: E402
 from bench.callgrind_marks import command, totals  # noqa: E402
 from bench.trend import commit_of  # noqa: E402
 
+import relay  # noqa: E402
+
 BUDGET = ROOT / "bench" / "budget.toml"
 WORKLOAD = ROOT / "bench" / "budget_workload.py"
 # Relay's operation -> the floor's that does the same job.
@@ -165,7 +167,9 @@ def count(budget: Budget) -> dict[str, float]:
         args += ["--concurrency", str(budget.concurrency), "--out", str(out)]
         # Hashes seeded: set and dict orders, and with them the work, the same each run.
         # No RELAY_ setting or other variable of the caller's reaches the counted process.
-        env = {name: os.environ[name] for name in ("PATH", "HOME") if name in os.environ}
+        # PYTHONPATH passes: it names the tree measured (docs/benchmarks.md, before and after).
+        kept = ("PATH", "HOME", "PYTHONPATH")
+        env = {name: os.environ[name] for name in kept if name in os.environ}
         env |= {"PYTHONHASHSEED": "0", "LC_ALL": "C.UTF-8"}
         with (out / "workload.log").open("w") as log:
             argv = command(out, str(WORKLOAD), *args)
@@ -214,6 +218,7 @@ def main() -> None:
     budget = load(args.budget)
     if args.calls:
         budget = Budget(**{**budget.__dict__, "calls": args.calls})
+    print(f"relay from {Path(relay.__file__).parent}", flush=True)
     measured = count(budget)
     found = rows(budget, measured)
     print(render(found, budget, measured))

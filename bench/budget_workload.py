@@ -2,9 +2,10 @@
 
 The production shape, as `bench/request_profile.py` measures it: the real app
 (every middleware, the router, the services, the sandbox carrier) with a test
-key over a fresh SQLite database, called in this process on uvloop with
-`--concurrency` requests in flight, an `Idempotency-Key` on every POST as
-relay-client sends it. Then the reference floor's create and check the same way.
+key over a fresh SQLite database, called in this process with `--concurrency`
+requests in flight, an `Idempotency-Key` on every POST as relay-client sends
+it; on asyncio's own loop and with a log line per request, as `relay serve`
+runs it. Then the reference floor's create and check the same way.
 
 Only the measured requests are counted (`bench/callgrind_marks.py`), and what
 they do is the same in every run:
@@ -46,7 +47,6 @@ sys.path.insert(0, str(ROOT))
 
 from bench.callgrind_marks import Marks  # noqa: E402
 from bench.in_process import REFERENCE, App, bench_settings, call  # noqa: E402
-from bench.webhook_bench import _loop_factory  # noqa: E402
 
 import relay.db.sqlite  # noqa: E402
 from relay.db.migrate import upgrade  # noqa: E402
@@ -216,7 +216,8 @@ def main() -> None:
         # As `relay serve` runs the app: a log line for every request, to stderr.
         configure(settings.log_level, settings.log_format)
         upgrade(settings.resolved_database_url)
-        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        # asyncio's own loop: `relay serve` runs granian in `asyncio.run`.
+        with asyncio.Runner() as runner:
             runner.run(relay_phases(phases, settings))
             runner.run(floor_phases(phases, Path(tmp)))
 
