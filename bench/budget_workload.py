@@ -148,7 +148,8 @@ async def relay_phases(phases: Phases, settings: Any) -> None:
 
     async def page(i: int) -> None:
         # The API's default page: the ten newest.
-        assert (await get("/v1/verifications")).count(b'"object":"verification"') == 10
+        shown = (await get("/v1/verifications")).count(b'"object":"verification"')
+        assert shown == min(10, phases.total), shown
 
     async def message(i: int) -> None:
         await post("/v1/messages", json.dumps({"to": next(to), "code": "123456"}).encode())

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from bench import budget
-from bench.budget_workload import OPERATIONS
+from bench.budget_workload import FLOOR, OPERATIONS
 
 FIGURES = {
     "create": 4_000_000,
@@ -131,3 +133,20 @@ def test_the_committed_budget_holds_every_operation_with_its_commit_and_date() -
     text = budget.BUDGET.read_text()
     for target in ("2.0 M", "1.1 M", "1.2 M"):
         assert f"Target: {target}" in text
+
+
+def test_the_counted_workload_runs_every_operation_through_the_real_app() -> None:
+    """What `make budget` counts, run briefly without valgrind: every phase's requests
+    answer as the workload expects (a wrong code leaves the verification pending, the
+    right one approves it, the page holds the newest)."""
+    done = subprocess.run(
+        [sys.executable, str(budget.WORKLOAD), "--calls", "3", "--warmup", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    printed = done.stdout.splitlines()
+    assert printed == [f"{name}: 2 warm-up, 3 counted" for name in (*OPERATIONS, *FLOOR)]
