@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-long lint install clean bench
+.PHONY: run test test-long lint install clean bench budget
 
 # The Python client is its own distribution; installed beside the server so
 # `make test` runs its tests against a real `relay serve`.
@@ -43,6 +43,12 @@ lint: $(STAMP)
 ## `make bench SMOKE=1`: a few seconds each, figures meaningless (CI).
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py $(if $(SMOKE),--smoke)
+
+## The request path's instruction budget: every budgeted operation counted under callgrind
+## (about a minute), one table beside bench/budget.toml; fails when one is more than 2 %
+## over its budget (docs/benchmarks.md, "Instruction budgets"). Needs valgrind and a C compiler.
+budget: $(STAMP)
+	$(BIN)/python bench/budget.py
 
 clean:
 	rm -rf $(VENV) .relay .mypy_cache .ruff_cache .pytest_cache

@@ -14,9 +14,10 @@ costs. Three ways to count:
   and the inclusive time of request decoding, validation and response encoding;
   cProfile's own cost inflates Python calls against C calls, so shares, not µs;
 * `--instructions`: the run under `valgrind --tool=callgrind`, instrumented only
-  while the measured creates and checks run (`callgrind_control` switches it on,
-  zeroes and dumps around each phase; start-up and warm-up run uninstrumented):
-  instructions per create and per check, whatever the machine's load.
+  while the measured creates and checks run (client requests switch it on, zero
+  and dump around each phase, `bench/callgrind_marks.py`; start-up and warm-up run
+  uninstrumented): instructions per create and per check, whatever the machine's
+  load. `bench/budget.py` counts every budgeted operation this way.
 
 `PYTHONPATH=/other/src` measures another tree of the code (a compiled build, an
 older commit); the path of the `relay` package measured is printed.
@@ -49,6 +50,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.budget_workload import WRONG_CODE  # noqa: E402
+from bench.callgrind_marks import Marks, command, totals  # noqa: E402
 from bench.in_process import App, bench_settings, call, number  # noqa: E402
 from bench.webhook_bench import _loop_factory  # noqa: E402
 
@@ -153,22 +156,23 @@ async def run(args: argparse.Namespace, settings: Any) -> dict[str, float]:
 
     async def checks(n: int) -> None:
         # A wrong code: the verification stays pending, every check does the same work.
-        bodies = [b'{"id":"%s","code":"000000"}' % ids.pop().encode() for _ in range(n)]
+        code = WRONG_CODE.encode()
+        bodies = [b'{"id":"%s","code":"%s"}' % (ids.pop().encode(), code) for _ in range(n)]
         await start()
         await asyncio.gather(*(post("/v1/verifications/check", body) for body in bodies))
         await stop("check", n)
 
     used: dict[str, float] = {}
     profile = cProfile.Profile() if args.layers else None
+    marks = Marks.build(args.callgrind) if args.callgrind else None
     timing = False
     started = 0.0
 
     async def start() -> None:
         nonlocal started
         if timing:
-            if args.callgrind:
-                callgrind("--instr=on")
-                callgrind("--zero")
+            if marks is not None:
+                marks.start()
             if profile is not None:
                 profile.enable()
             started = time.process_time()
@@ -178,8 +182,8 @@ async def run(args: argparse.Namespace, settings: Any) -> dict[str, float]:
             used[name] = (time.process_time() - started) / n * 1e6
             if profile is not None:
                 profile.disable()
-            if args.callgrind:
-                callgrind(f"--dump={name}")
+            if marks is not None:
+                marks.dump(name)
 
     async with app.router.lifespan_context(app):
         await creates(args.warmup + args.checks)
@@ -226,35 +230,16 @@ def print_layers(profile: cProfile.Profile, calls: int, top: int) -> None:
     )
 
 
-def callgrind(command: str) -> None:
-    """Asks the valgrind running this process to act, and spins (not blocks) until it
-    has: it reads its commands while this process runs."""
-    done = subprocess.Popen(
-        ["callgrind_control", command, str(os.getpid())], stdout=subprocess.DEVNULL
-    )
-    while done.poll() is None:
-        pass
-
-
 def instructions(args: argparse.Namespace) -> None:
     """Instructions per create and per check: this script under callgrind."""
     with tempfile.TemporaryDirectory() as tmp:
-        command = [
-            "valgrind", "--tool=callgrind", "--instr-atstart=no",
-            f"--callgrind-out-file={tmp}/out", sys.executable, __file__, "--callgrind",
-            "--calls", str(args.calls), "--checks", str(args.checks),
-            "--warmup", str(args.warmup), "--concurrency", str(args.concurrency),
-        ]  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        options = ["--calls", str(args.calls), "--checks", str(args.checks)]
+        options += ["--warmup", str(args.warmup), "--concurrency", str(args.concurrency)]
+        run = command(Path(tmp), __file__, "--callgrind", tmp, *options)
+        done = subprocess.run(run, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise SystemExit(done.stdout + done.stderr[-3000:])
-        found: dict[str, int] = {}
-        for dump in Path(tmp).glob("out*"):
-            text = dump.read_text(errors="replace")
-            trigger = re.search(r"^desc: Trigger: dump (\w+)", text, re.M)
-            total = re.search(r"^summary: (\d+)", text, re.M)
-            if trigger and total:
-                found[trigger.group(1)] = int(total.group(1))
+        found = totals(Path(tmp))
     print(done.stdout.strip())
     print(
         f"instructions per create {found['create'] / args.calls:,.0f}, "
@@ -272,7 +257,7 @@ def main() -> None:
     parser.add_argument("--layers", action="store_true", help="self time by layer (cProfile)")
     parser.add_argument("--top", type=int, default=0, help="with --layers: the N largest entries")
     parser.add_argument("--instructions", action="store_true", help="under callgrind")
-    parser.add_argument("--callgrind", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--callgrind", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--smoke", action="store_true", help="each mode briefly, for CI")
     args = parser.parse_args()
     if args.smoke:
