@@ -8,7 +8,6 @@ import asyncio
 import itertools
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
 
 import httpx
 import pytest
@@ -64,14 +63,6 @@ async def live(server: RunningServer) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-@asynccontextmanager
-async def from_address(server: RunningServer, address: str) -> AsyncIterator[httpx.AsyncClient]:
-    """A client whose connections leave from `address` (any of 127.0.0.0/8 reaches the server)."""
-    transport = httpx.AsyncHTTPTransport(local_address=address, verify=server.tls_context())
-    async with httpx.AsyncClient(transport=transport, timeout=10) as client:
-        yield client
-
-
 async def sent_sms(live: httpx.AsyncClient, telnyx: FakeTelnyx, country: str) -> tuple[str, str]:
     """A verification sent through the country's Telnyx carrier: its path and message id."""
     to = {"US": "+1415556{:04d}", "CA": "+1604212{:04d}"}[country].format(next(_numbers))
@@ -98,7 +89,7 @@ async def test_310_badly_signed_callbacks_then_a_genuine_one_from_the_same_addre
     body = telnyx.webhook(message_id, "delivered")
     forged = FakeTelnyx(api_key=API_KEY).signed(body)
 
-    async with from_address(server, "127.0.0.2") as provider_address:
+    async with server.async_from_address("127.0.0.2") as provider_address:
         answers = [
             await provider_address.post(url, content=body, headers=forged) for _ in range(310)
         ]
@@ -123,10 +114,13 @@ async def test_failures_from_many_addresses_spend_the_carriers_budget_never_a_va
     forged = FakeTelnyx(api_key=API_KEY).signed(body)
 
     answers = []
-    async with from_address(server, "127.0.0.3") as one, from_address(server, "127.0.0.4") as two:
+    async with (
+        server.async_from_address("127.0.0.3") as one,
+        server.async_from_address("127.0.0.4") as two,
+    ):
         for client in itertools.islice(itertools.cycle([one, two]), 310):
             answers.append(await client.post(url, content=body, headers=forged))
-    async with from_address(server, "127.0.0.5") as provider_address:
+    async with server.async_from_address("127.0.0.5") as provider_address:
         genuine = await provider_address.post(url, content=body, headers=telnyx.signed(body))
 
     assert Counter(a.status_code for a in answers) == {401: 300, 429: 10}
@@ -151,8 +145,8 @@ async def test_wrong_verify_tokens_spend_the_budget_and_the_right_one_is_still_a
 
     answers = []
     async with (
-        from_address(server, "127.0.0.6") as meta,
-        from_address(server, "127.0.0.7") as other,
+        server.async_from_address("127.0.0.6") as meta,
+        server.async_from_address("127.0.0.7") as other,
     ):
         for client in itertools.islice(itertools.cycle([meta, other]), 310):
             answers.append(await client.get(path, params=guess))

@@ -15,6 +15,7 @@ import pytest
 import pytest_asyncio
 
 from tests.carriers.live_client import live_client
+from tests.carriers.provider_cases import http_table
 from tests.carriers.reading import attempts, event_types, settle
 from tests.carriers.twilio_fake import VALID_FROM, FakeTwilio
 from tests.harness import RunningServer, ServerThread, free_port, test_settings
@@ -49,15 +50,13 @@ def server(
         url,
         public_url=f"https://localhost:{port}",
         carriers={
-            "twilio-main": {
-                "kind": "http",
-                "provider": "twilio",
-                "account_sid": ACCOUNT_SID,
-                "auth_token": AUTH_TOKEN,
-                "from_number": VALID_FROM,
-                "base_url": twilio.base_url,
-                "timeout": 5.0,  # no test here waits it out; generous for loaded CI
-            },
+            "twilio-main": http_table(
+                "twilio",
+                twilio,
+                account_sid=ACCOUNT_SID,
+                auth_token=AUTH_TOKEN,
+                from_number=VALID_FROM,
+            ),
             "backup": {"kind": "sandbox"},
         },
         routes={"default": ["twilio-main", "backup"]},

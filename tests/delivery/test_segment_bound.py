@@ -21,6 +21,7 @@ from relay.cli.main import main as relay_main
 from relay.delivery.at_once import FITS_PER_SEGMENT
 from relay.sms.custom import longest_segments, sms_segments
 from relay.sms.encoding import segment_count
+from tests.carriers.provider_cases import http_table
 from tests.carriers.reading import attempts, event_types
 from tests.carriers.twilio_fake import VALID_FROM, FakeTwilio
 from tests.harness import (
@@ -66,14 +67,13 @@ def server(
         max_segments=MAX_SEGMENTS,
         public_url=f"https://localhost:{port}",
         carriers={
-            "twilio-main": {
-                "kind": "http",
-                "provider": "twilio",
-                "account_sid": ACCOUNT_SID,
-                "auth_token": AUTH_TOKEN,
-                "from_number": VALID_FROM,
-                "base_url": twilio.base_url,
-            }
+            "twilio-main": http_table(
+                "twilio",
+                twilio,
+                account_sid=ACCOUNT_SID,
+                auth_token=AUTH_TOKEN,
+                from_number=VALID_FROM,
+            ),
         },
         routes={"default": ["twilio-main"]},
     )
