@@ -14,6 +14,7 @@ import pytest
 
 from tests.carriers.every_provider import (
     CARRIERS,
+    SIGNATURE_HEADERS,
     URL_SECRET,
     callback_state,
     every_provider_server,
@@ -87,21 +88,6 @@ class Row:
     headers: dict[str, str | bytes] = field(default_factory=lambda: {"Content-Type": JSON})
     query: str = ""
     method: str = "POST"
-
-
-SIGNATURE_HEADERS = (
-    "X-Twilio-Signature",
-    "telnyx-signature-ed25519",
-    "telnyx-timestamp",
-    "X-Plivo-Signature-V3",
-    "X-Plivo-Signature-V3-Nonce",
-    "X-Plivo-Signature-V2",
-    "X-Plivo-Signature-V2-Nonce",
-    "x-sinch-webhook-signature",
-    "x-sinch-webhook-signature-nonce",
-    "x-sinch-webhook-signature-timestamp",
-    "X-Hub-Signature-256",
-)
 
 
 def every_header(value: str | bytes) -> dict[str, str | bytes]:

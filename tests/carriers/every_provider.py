@@ -129,3 +129,20 @@ def signed(carrier: str, body: bytes) -> tuple[dict[str, str], str] | None:
     if table.get("callback_secret"):
         return {}, urlencode({SECRET_PARAM: table["callback_secret"]})
     return None
+
+
+# Every header a provider signs its callbacks with (and Vonage's JWT bearer): what the
+# hostile-input catalogue and the fuzzing throw odd values into.
+SIGNATURE_HEADERS = (
+    "X-Twilio-Signature",
+    "telnyx-signature-ed25519",
+    "telnyx-timestamp",
+    "X-Plivo-Signature-V3",
+    "X-Plivo-Signature-V3-Nonce",
+    "X-Plivo-Signature-V2",
+    "X-Plivo-Signature-V2-Nonce",
+    "x-sinch-webhook-signature",
+    "x-sinch-webhook-signature-nonce",
+    "x-sinch-webhook-signature-timestamp",
+    "X-Hub-Signature-256",
+)
