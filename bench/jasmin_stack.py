@@ -55,7 +55,9 @@ class JasminOptions:
     concurrency: int = 64  # HTTP API requests in flight
     log_level: str = "WARNING"
     dlr_retry_delay: int = 1  # seconds; Jasmin's default is 10
-    dlr_max_retries: int = 2  # Jasmin's default
+    # Lookups in all, the first included (Jasmin's default 2 is one retry): with 1 s
+    # apart, a receipt whose id is stored later than that is not dropped.
+    dlr_max_retries: int = 10
     connectors: int = 1  # SMPP binds, each with one submit in flight
     # Not stock Jasmin: TCP_NODELAY on every socket Twisted opens (bench/jasmin/nodelay).
     tcp_nodelay: bool = False

@@ -154,7 +154,10 @@ def jasmin(smoke: bool, results: dict[str, Any]) -> dict[str, float]:
         return {}
     result = asyncio.run(jasmin_reference.run_jasmin(300 if smoke else 3000))
     jasmin_reference.report(result, None, as_json=False)
-    found = {"jasmin_receipts_per_s": result.receipts_per_second}
+    found = {
+        "jasmin_receipts_per_s": result.receipts_per_second,
+        "jasmin_dropped_receipts": float(result.dropped_receipts),
+    }
     if "send_api_msgs_per_s" in results:  # the Send API's, from this run's send part
         found["send_api_jasmin_ratio"] = (
             results["send_api_msgs_per_s"] / found["jasmin_receipts_per_s"]
