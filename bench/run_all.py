@@ -31,7 +31,7 @@ exploratory run too. latest.json (and smoke.json) are the last run's, not
 committed.
 
 Usage:
-  .venv/bin/python bench/run_all.py             # about 10 minutes on 2 cores
+  .venv/bin/python bench/run_all.py             # about 12 minutes on 2 cores
   .venv/bin/python bench/run_all.py --smoke     # a few seconds each, for CI
   .venv/bin/python bench/run_all.py --only webhooks,send   # some parts only
   .venv/bin/python bench/trend.py               # every run so far, one row each
