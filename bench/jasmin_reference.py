@@ -335,6 +335,9 @@ def main() -> None:
     try:
         result = asyncio.run(run_jasmin(args.messages, options))
         relay = None if args.jasmin_only else relay_send_api(args.smoke)
+    except JasminUnavailable as error:  # another jasmind runs on this machine
+        print(f"skipped: {error}")
+        return
     except KeyboardInterrupt:
         raise SystemExit(130) from None
     report(result, relay, as_json=args.json)

@@ -41,7 +41,7 @@ USERNAME, PASSWORD = "bench", secrets.token_hex(4)  # the HTTP API takes at most
 # The ports jasmind listens on besides Redis, RabbitMQ and the SMSC: one each, chosen free.
 PORTS = ("smpp_server", "smpp_server_pb", "client_management", "router", "http", "jcli")
 _SBIN = ("/usr/sbin", "/usr/local/sbin")
-_LOCK = Path("/tmp/jasmind.lock")  # jasmind's own: one jasmind per machine
+LOCK = Path("/tmp/jasmind.lock")  # jasmind's own: one jasmind per machine
 _START_TIMEOUT = 60.0
 _PIP_TIMEOUT = 900.0
 
@@ -180,20 +180,29 @@ async def own_redis(stack: contextlib.AsyncExitStack, work: Path) -> int:
     raise RuntimeError("redis-server did not answer PING")
 
 
-def _clear_stale_lock() -> None:
-    """jasmind's machine-wide lock, left behind by a jasmind that was killed."""
-    if not _LOCK.exists():
-        return
+def running_jasmind() -> str | None:
+    """The pid of a jasmind running on this machine, if any."""
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         with contextlib.suppress(OSError):
-            if b"jasmind.py" in cmdline.read_bytes():
-                pid = cmdline.parent.name
-                raise JasminUnavailable(f"another jasmind runs on this machine (pid {pid})")
-    for sibling in _LOCK.parent.iterdir():
+            if any(
+                Path(os.fsdecode(arg)).name == "jasmind.py"
+                for arg in cmdline.read_bytes().split(b"\0")
+            ):
+                return cmdline.parent.name
+    return None
+
+
+def clear_stale_lock(lock: Path = LOCK) -> None:
+    """jasmind's machine-wide lock, left behind by a jasmind that was killed."""
+    if not lock.exists():
+        return
+    if (pid := running_jasmind()) is not None:
+        raise JasminUnavailable(f"another jasmind runs on this machine (pid {pid})")
+    for sibling in lock.parent.iterdir():
         with contextlib.suppress(OSError):
-            if sibling != _LOCK and sibling.samefile(_LOCK):
+            if sibling != lock and sibling.samefile(lock):
                 sibling.unlink()
-    _LOCK.unlink(missing_ok=True)
+    lock.unlink(missing_ok=True)
 
 
 async def start_jasmin(
@@ -201,7 +210,7 @@ async def start_jasmin(
 ) -> int:
     """jasmind bound to the SMSC at `peer_port`, configured: returns its HTTP API port."""
     jasmind = await asyncio.to_thread(ensure_jasmin)
-    _clear_stale_lock()
+    clear_stale_lock()
     vhost = await own_vhost(stack)
     redis_port = await own_redis(stack, work)
     ports = {name: free_port() for name in PORTS}

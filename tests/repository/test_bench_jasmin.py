@@ -6,6 +6,8 @@ import asyncio
 import configparser
 import os
 import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -66,6 +68,58 @@ def test_make_bench_prints_a_skipped_line_and_records_it_without_failing(
     assert found == {}
     assert results["skipped"] == {"jasmin": "redis-server is not installed"}
     assert "skipped: redis-server is not installed" in capsys.readouterr().out
+
+
+def test_make_bench_skips_jasmin_when_another_jasmind_holds_the_machine(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def held(messages: int) -> object:
+        raise jasmin_stack.JasminUnavailable("another jasmind runs on this machine (pid 42)")
+
+    monkeypatch.setattr(jasmin_reference, "unavailable", lambda: None)
+    monkeypatch.setattr(jasmin_reference, "run_jasmin", held)
+    results: dict[str, Any] = {"skipped": {}}
+
+    assert run_all.jasmin(False, results) == {}
+    assert results["skipped"] == {"jasmin": "another jasmind runs on this machine (pid 42)"}
+    assert "skipped: another jasmind runs" in capsys.readouterr().out
+
+
+def test_a_lock_left_by_a_killed_jasmind_is_cleared_with_its_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lock = tmp_path / "jasmind.lock"
+    unique = tmp_path / "host.4242-1234"
+    unique.write_text("")
+    os.link(unique, lock)  # how lockfile's LinkLockFile takes it
+    other = tmp_path / "unrelated"
+    other.write_text("")
+    monkeypatch.setattr(jasmin_stack, "running_jasmind", lambda: None)
+
+    jasmin_stack.clear_stale_lock(lock)
+
+    assert not lock.exists()
+    assert not unique.exists()
+    assert other.exists()
+
+
+def test_a_lock_held_by_a_running_jasmind_is_left_and_named_as_the_reason(
+    tmp_path: Path,
+) -> None:
+    lock = tmp_path / "jasmind.lock"
+    lock.write_text("")
+    stand_in = tmp_path / "jasmind.py"
+    stand_in.write_text("import time\ntime.sleep(30)\n")
+    process = subprocess.Popen([sys.executable, str(stand_in)])
+    try:
+        with pytest.raises(jasmin_stack.JasminUnavailable, match="another jasmind runs"):
+            jasmin_stack.clear_stale_lock(lock)
+        assert jasmin_stack.running_jasmind() is not None
+    finally:
+        process.kill()
+        process.wait()
+
+    assert lock.exists()
 
 
 def test_make_bench_measures_jasmin_after_the_send_api_and_prints_its_figures() -> None:
