@@ -35,8 +35,9 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-## Every benchmark comparison in one go (about 10 minutes on 2 cores; needs wrk, kannel,
-## node and PostgreSQL): prints one table, writes bench/results/latest.json. Creates and
+## Every benchmark comparison in one go (about 12 minutes on 2 cores; needs wrk, kannel,
+## node and PostgreSQL; Jasmin's part RabbitMQ and redis-server, skipped without them):
+## prints one table, writes bench/results/latest.json. Creates and
 ## checks carry an Idempotency-Key on every POST as relay-client sends (the headline keys)
 ## and are measured without it too (bare_ keys); verifications also run end to end over
 ## SMPP with a live key (docs/benchmarks.md).

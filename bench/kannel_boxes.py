@@ -81,7 +81,7 @@ async def start_peer(stack: contextlib.AsyncExitStack, peer_dir: Path, work: Pat
     # process competing with Kannel for the two cores.
     log = work / "peer.jsonl"
     with log.open("wb") as out:
-        process = await _spawn(
+        process = await spawn(
             stack, ["node", str(peer_dir / "peer.js"), json.dumps(config)], peer_dir, out
         )
     deadline = time.monotonic() + _START_TIMEOUT
@@ -127,12 +127,12 @@ async def start_kannel(
     # The console has its own level (-v), debug unless told: every PDU again, on stderr.
     verbosity = ["-v", str(options.log_level)]
     with (work / "bearerbox.out").open("wb") as out:
-        bearer = await _spawn(stack, [bearerbox, *verbosity, str(conf)], work, out)
+        bearer = await spawn(stack, [bearerbox, *verbosity, str(conf)], work, out)
     await _wait_online(admin, admin_password, [bearer], box=False)
     with (work / "smsbox.out").open("wb") as out:
-        sms = await _spawn(stack, [smsbox, *verbosity, str(conf)], work, out)
+        sms = await spawn(stack, [smsbox, *verbosity, str(conf)], work, out)
     await _wait_online(admin, admin_password, [bearer, sms], box=True)
-    await _wait_listening(sendsms_port)
+    await wait_listening(sendsms_port)
     return sendsms_port
 
 
@@ -169,7 +169,7 @@ async def _wait_online(
     raise RuntimeError(f"Kannel did not come online; last status:\n{status}")
 
 
-async def _wait_listening(port: int) -> None:
+async def wait_listening(port: int) -> None:
     deadline = time.monotonic() + _START_TIMEOUT
     while time.monotonic() < deadline:
         try:
@@ -183,12 +183,17 @@ async def _wait_listening(port: int) -> None:
     raise RuntimeError(f"nothing listens on port {port}")
 
 
-async def _spawn(
-    stack: contextlib.AsyncExitStack, command: list[str], cwd: Path, out: IO[bytes]
+async def spawn(
+    stack: contextlib.AsyncExitStack,
+    command: list[str],
+    cwd: Path,
+    out: IO[bytes],
+    env: dict[str, str] | None = None,
 ) -> asyncio.subprocess.Process:
     process = await asyncio.create_subprocess_exec(
         *command,
         cwd=cwd,
+        env=env,
         # A pipe that stays open: the peer takes end-of-input as its signal to exit.
         stdin=subprocess.PIPE,
         stdout=out,

@@ -14,7 +14,10 @@ In order, each against its floor in the same run:
    then verifications (an Idempotency-Key and a webhook_url on each, counted
    by their `verification.delivered` webhooks): SQLite with 1 process,
    PostgreSQL with 2; then Kannel on the same SMSC (bench/kannel_reference.py);
-4. webhook deliveries vs a bare httpx client posting the same signed bodies to
+4. Jasmin, the Python SMS gateway, on the same SMSC (bench/jasmin_reference.py),
+   beside the Send API's figure of part 3; where RabbitMQ or Redis is missing or
+   Jasmin does not install, the part prints `skipped: why` and is no failure;
+5. webhook deliveries vs a bare httpx client posting the same signed bodies to
    the same receiver (bench/webhook_bench.py).
 
 A part that fails is reported in the table and the JSON (`errors`); the others
@@ -28,7 +31,7 @@ exploratory run too. latest.json (and smoke.json) are the last run's, not
 committed.
 
 Usage:
-  .venv/bin/python bench/run_all.py             # about 10 minutes on 2 cores
+  .venv/bin/python bench/run_all.py             # about 12 minutes on 2 cores
   .venv/bin/python bench/run_all.py --smoke     # a few seconds each, for CI
   .venv/bin/python bench/run_all.py --only webhooks,send   # some parts only
   .venv/bin/python bench/trend.py               # every run so far, one row each
@@ -52,11 +55,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import smpp_bench, trend, verify_bench, verify_report, webhook_bench  # noqa: E402
+from bench import (  # noqa: E402
+    jasmin_reference,
+    smpp_bench,
+    trend,
+    verify_bench,
+    verify_report,
+    webhook_bench,
+)
 from bench.kannel_reference import run_kannel  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
-PARTS = ("sqlite", "pg", "send", "webhooks")
+PARTS = ("sqlite", "pg", "send", "jasmin", "webhooks")
 
 # key, what it is, its target (None: reported only; docs/benchmarks.md)
 TABLE: list[tuple[str, str, str | None]] = [
@@ -84,6 +94,8 @@ TABLE: list[tuple[str, str, str | None]] = [
     ("kannel_receipts_per_s", "Kannel, same SMSC (receipts/s)", None),
     ("send_api_kannel_ratio", "Send API SQLite / Kannel", None),
     ("send_api_pg_kannel_ratio", "Send API PostgreSQL / Kannel", None),
+    ("jasmin_receipts_per_s", "Jasmin 0.11.0, same SMSC (receipts/s)", None),
+    ("send_api_jasmin_ratio", "Send API SQLite / Jasmin", None),
     ("webhooks_per_s", "webhook deliveries, SQLite 1 process (per s)", None),
     ("webhooks_floor_per_s", "bare httpx client, same bodies and receiver (per s)", None),
     ("webhooks_floor_ratio", "webhooks: Relay / bare client", ">= 0.50"),
@@ -130,6 +142,30 @@ def send(smoke: bool) -> dict[str, float]:
     found["kannel_receipts_per_s"] = kannel.receipts_per_second
     found["send_api_kannel_ratio"] = found["send_api_msgs_per_s"] / kannel.receipts_per_second
     found["send_api_pg_kannel_ratio"] = found["send_api_pg_msgs_per_s"] / kannel.receipts_per_second
+    return found
+
+
+def jasmin(smoke: bool, results: dict[str, Any]) -> dict[str, float]:
+    """Jasmin on the same SMSC, when this machine can run it; else `skipped: why`."""
+    reason = jasmin_reference.unavailable()
+    if reason is None:
+        try:
+            result = asyncio.run(jasmin_reference.run_jasmin(300 if smoke else 3000))
+        except jasmin_reference.JasminUnavailable as error:  # another jasmind runs here
+            reason = str(error)
+    if reason is not None:
+        print(f"skipped: {reason}")
+        results["skipped"]["jasmin"] = reason
+        return {}
+    jasmin_reference.report(result, None, as_json=False)
+    found = {
+        "jasmin_receipts_per_s": result.receipts_per_second,
+        "jasmin_dropped_receipts": float(result.dropped_receipts),
+    }
+    if "send_api_msgs_per_s" in results:  # the Send API's, from this run's send part
+        found["send_api_jasmin_ratio"] = (
+            results["send_api_msgs_per_s"] / found["jasmin_receipts_per_s"]
+        )
     return found
 
 
@@ -188,6 +224,7 @@ def main() -> None:
         "sqlite": lambda: verify("sqlite", args.smoke),
         "pg": lambda: verify("pg", args.smoke),
         "send": lambda: send(args.smoke),
+        "jasmin": lambda: jasmin(args.smoke, results),
         "webhooks": lambda: webhooks(args.smoke),
     }
     results: dict[str, Any] = {
@@ -195,6 +232,7 @@ def main() -> None:
         "smoke": args.smoke,
         "machine": machine(),
         "parts": parts,
+        "skipped": {},
     }
     errors: dict[str, str] = {}
     seconds: dict[str, float] = {}
@@ -232,6 +270,8 @@ def table(results: dict[str, Any]) -> None:
         value = results.get(key)
         shown = "-" if value is None else f"{value:,.2f}" if value < 10 else f"{value:,.0f}"
         print(f"| {key:29} | {what:54} | {shown:>9} | {target or ''} |")
+    for part, reason in results.get("skipped", {}).items():
+        print(f"SKIPPED {part}: {reason}")
     for part, error in results["errors"].items():
         print(f"FAILED {part}: {error}")
 
