@@ -206,6 +206,23 @@ def test_a_retry_whose_unit_would_resend_finds_its_key_taken_and_sends_nothing(
     assert len(shown["attempts"]) == 1
 
 
+def test_a_retry_the_pumping_guard_would_now_refuse_is_replayed_and_writes_no_block(
+    api: httpx.Client, server: RunningServer, account: NewAccount
+) -> None:
+    prefix = "+1212557"
+    first = create(api, "before-the-spike", to=f"{prefix}0000")
+    for n in range(1, 30):  # 30 codes to one range, none used: the guard's threshold
+        assert create(api, f"spike-{n}", to=f"{prefix}{n:04d}").status_code == 200
+    again = create(api, "before-the-spike", to=f"{prefix}0000")
+    assert again.headers["idempotent-replayed"] == "true"
+    assert again.content == first.content
+    blocks = "SELECT count(*) AS n FROM destination_blocks WHERE account_id = :account"
+    assert count_rows(server.settings, blocks, account=account.id) == 0
+    refused = create(api, "after-the-spike", to=f"{prefix}0031")
+    assert refused.json()["error"]["code"] == "destination_blocked"
+    assert count_rows(server.settings, blocks, account=account.id) == 1
+
+
 def test_a_retried_approval_is_replayed_and_approves_once(api: httpx.Client, number: str) -> None:
     created = create(api, "to-approve", to=number).json()
     body = {"id": created["id"], "code": "000000"}

@@ -27,7 +27,7 @@ from typing import Any
 from relay.accounts.models import Scope
 from relay.db.sql import Tx
 from relay.idempotency import store
-from relay.idempotency.models import KEEP, KeyRecord, StoredResponse
+from relay.idempotency.models import KEEP, KeyRecord, StoredResponse, is_stale
 
 # The request's answer as the client gets it, from what its service returned and the
 # moment it is shown at.
@@ -83,6 +83,16 @@ class Pending:
         if not taken:
             raise KeyTaken(await store.load(tx, scope, key))
         tx.after_commit(functools.partial(self._committed, answer))
+
+    async def require_free(self, tx: Tx, now: datetime) -> None:
+        """For a unit that commits without taking the key, having written something (a
+        refusal's pumping block, a verification closed as its TTL ran out): raises KeyTaken
+        if a live record holds the key, so that a request the key answers otherwise (a
+        retry, another request under it) writes nothing at all. One read, on those paths
+        only."""
+        record = await store.load(tx, self.scope, self.key)
+        if record is not None and not is_stale(record, now=now):
+            raise KeyTaken(record)
 
     async def keep(self, tx: Tx, result: object, now: datetime) -> None:
         """In a later unit (the one that records a carrier's answer): the answer made from

@@ -7,7 +7,6 @@ from datetime import datetime, timedelta
 
 from relay.abuse.service import AbuseGuard
 from relay.accounts.models import Caller
-from relay.accounts.template_store import own_texts
 from relay.clock import Clock
 from relay.crypto import Keyring
 from relay.db.driver import Db
@@ -24,6 +23,7 @@ from relay.messages import store
 from relay.messages.models import Message
 from relay.messages.store import NewMessage
 from relay.phone import Destination
+from relay.sms.custom import NO_TEMPLATES, CustomTemplates
 from relay.sms.locales import resolve_locale
 from relay.sms.templates import BUILT_IN_LOCALES
 
@@ -98,12 +98,17 @@ class MessageService:
     ) -> _Queued | RateLimitError:
         """The whole send, in one unit: its one read, every decision, then its writes."""
         scope = caller.scope
-        # The same pumping and volume guards as verifications: an SMS costs the same.
-        refusal = await self._abuse.before_send(tx, scope, destination, opens=True, now=now)
+        # The same pumping and volume guards as verifications: an SMS costs the same. One
+        # read, with the account's own texts when it has some.
+        seen = await self._abuse.look(tx, scope, destination, now=now, texts=caller.has_templates)
+        refusal = await self._abuse.refusal(tx, scope, destination, seen, opens=True, now=now)
         if refusal is not None:
-            # The key is not taken: a 429 is not kept.
+            if claim is not None:
+                await claim.require_free(tx, now)
+            # Returned, not raised: a pumping block written here must commit. The key is
+            # not taken: a 429 is not kept.
             return refusal
-        custom = await own_texts(tx, caller)
+        custom = CustomTemplates.of(seen.texts) if seen.texts else NO_TEMPLATES
         message_id = new_id("msg")
         locale = resolve_locale(
             request.locale,

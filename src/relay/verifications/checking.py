@@ -156,7 +156,7 @@ class Checks:
             correct=correct,
         )
         if rule is None:
-            return await self._closed(tx, scope, current, now)
+            return await self._closed(tx, scope, current, now, claim)
         approved = rule.status is Status.APPROVED
         verification = dataclasses.replace(
             current,
@@ -212,10 +212,14 @@ class Checks:
         await self._abuse.record_check(tx, scope, found.destination, correct=correct, now=now)
 
     async def _closed(
-        self, tx: Tx, scope: Scope, current: Verification, now: datetime
+        self, tx: Tx, scope: Scope, current: Verification, now: datetime, claim: Pending | None
     ) -> tuple[Verification, RelayError]:
         """Not open as read: report why, after closing it if its TTL ran out unnoticed."""
         if await store.expire_one(tx, scope, current.id, now=now):
+            if claim is not None:
+                # Its answer is not kept with the key; a request the key refuses changes
+                # nothing, not even this.
+                await claim.require_free(tx, now)
             kind = EventType.VERIFICATION_EXPIRED
             current = await events.record_now(tx, scope, current.id, kind, now)
         return current, closed_error(current.status_at(now))

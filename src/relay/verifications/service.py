@@ -10,7 +10,6 @@ from relay.abuse.models import Rules
 from relay.abuse.service import AbuseGuard
 from relay.abuse.store import SendContext
 from relay.accounts.models import Caller, Scope
-from relay.accounts.template_store import own_texts
 from relay.carriers.base import Channel
 from relay.clock import Clock
 from relay.crypto import Keyring, generate_code
@@ -32,7 +31,7 @@ from relay.idempotency.claims import Pending
 from relay.ids import new_id
 from relay.metrics import observe
 from relay.phone import Destination
-from relay.sms.custom import CustomTemplates
+from relay.sms.custom import NO_TEMPLATES, CustomTemplates
 from relay.sms.locales import resolve_locale
 from relay.sms.templates import BUILT_IN_LOCALES
 from relay.verifications import events, pages, store
@@ -161,16 +160,27 @@ class VerificationService:
     ) -> _Sent | RateLimitError:
         """The whole create, in one unit: its one read, every decision, then its writes."""
         scope = caller.scope
-        seen = await self._abuse.look(tx, scope, destination, now=now, channel=request.channels[0])
+        # The one read: the guard's counters and blocks, the destination's pending and
+        # recent verifications, the account's own texts when it has some.
+        seen = await self._abuse.look(
+            tx,
+            scope,
+            destination,
+            now=now,
+            channel=request.channels[0],
+            texts=caller.has_templates,
+        )
         existing = await self._pending(tx, scope, seen, now)
         refusal = await self._abuse.refusal(
             tx, scope, destination, seen, opens=existing is None, now=now
         )
         if refusal is not None:
+            if claim is not None:
+                await claim.require_free(tx, now)
             # Returned, not raised: a pumping block written here must commit. The key is
             # not taken: a 429 is not kept.
             return refusal
-        custom = await own_texts(tx, caller)
+        custom = CustomTemplates.of(seen.texts) if seen.texts else NO_TEMPLATES
         if existing is None:
             opened = self._open(caller, request, destination, now, custom)
         else:
@@ -346,6 +356,10 @@ class VerificationService:
             # Its TTL ran out before the sweep saw it: close it, with its event.
             if not await store.expire_one(tx, scope, verification_id, now=now):
                 raise Moved()
+            if claim is not None:
+                # Its answer is not kept with the key; a request the key refuses changes
+                # nothing, not even this.
+                await claim.require_free(tx, now)
             expired = dataclasses.replace(current, status=Status.EXPIRED, updated_at=now)
             await events.record(tx, expired, EventType.VERIFICATION_EXPIRED, now)
             return expired, closed_error(Status.EXPIRED)
