@@ -87,7 +87,7 @@ class IdempotencyMiddleware:
         claim = keys.claim(owner, key, request_hash)
         token = claims.running(claim)
         try:
-            response = await _capture(self.app, scope, replay(body, receive))
+            response = await _capture(self.app, scope, replay(body, receive), claim, send)
         except KeyTaken as taken:
             await self._answer_from(scope, receive, send, claim, taken)
             return
@@ -98,6 +98,8 @@ class IdempotencyMiddleware:
             raise
         finally:
             claims.done(token)
+        if response is None:
+            return  # kept with its change, and sent as it was made
         if claim.kept is None:
             if claim.took:
                 # The change committed with the key; its answer came after the unit.
@@ -145,6 +147,7 @@ class IdempotencyMiddleware:
             return
         # The change was made; what it is now is the answer, made once and kept.
         found = await _capture(self.app, _get(scope, outcome.resource_path), _nothing)
+        assert found is not None
         if is_storable(found.status):
             await self.services.idempotency.recovered(claim, outcome, found)
         await _send(send, found, replayed=True)
@@ -197,13 +200,26 @@ async def _nothing() -> Message:
     return {"type": "http.request", "body": b"", "more_body": False}
 
 
-async def _capture(app: ASGIApp, scope: Scope, receive: Receive) -> StoredResponse:
+async def _capture(
+    app: ASGIApp,
+    scope: Scope,
+    receive: Receive,
+    claim: Pending | None = None,
+    send: Send | None = None,
+) -> StoredResponse | None:
+    """The app's answer, held back; None if it was sent on as it came (`send`): the
+    answer `claim` kept with the change, already stored."""
     status = 500
     headers: list[tuple[str, str]] = []
     chunks: list[bytes] = []
+    forwarded = False
 
     async def keep(message: Message) -> None:
-        nonlocal status
+        nonlocal status, forwarded
+        if send is not None and (forwarded or (claim is not None and claim.kept is not None)):
+            forwarded = True
+            await send(message)
+            return
         if message["type"] == "http.response.start":
             status = message["status"]
             headers.extend(
@@ -214,6 +230,8 @@ async def _capture(app: ASGIApp, scope: Scope, receive: Receive) -> StoredRespon
             chunks.append(message.get("body", b""))
 
     await app(scope, receive, keep)
+    if forwarded:
+        return None
     return StoredResponse(status, tuple(headers), b"".join(chunks))
 
 
