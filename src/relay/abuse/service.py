@@ -6,6 +6,7 @@ written in the same unit of work that refuses the send, and a raise would roll i
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterator
 from datetime import datetime
@@ -195,7 +196,10 @@ class AbuseGuard:
         for kind, subject, blocked_until in self._flags(destination, seen, now):
             if blocked_until is not None:
                 return DestinationBlocked(retry_after=seconds_until(blocked_until, now))
-            _log_block(scope, kind, subject, destination, self.rules.guard)
+            # Said once the unit commits: one that rolls back (a retry its key answers)
+            # blocked nothing.
+            mode = self.rules.guard
+            tx.after_commit(functools.partial(_log_block, scope, kind, subject, destination, mode))
             if self.rules.guard is GuardMode.ENFORCE:
                 until = now + self.rules.block_for
                 await store.block(tx, scope, kind, subject, until=until, now=now)
