@@ -2,8 +2,8 @@
 
 An attempt is written `queued`, with a lease, in the transaction that creates
 its verification or message (`decide`, then `write`: the one send path both
-share), unless a carrier answered it there without I/O. The
-process that created it submits it at once when it runs carriers; otherwise,
+share), unless a carrier answered it there without I/O. The process that
+created it submits it at once when it runs carriers; otherwise,
 or if that process dies, a dispatch loop (`relay.delivery.loop`, in `relay
 serve` or `relay worker`) claims it when the lease has passed. Every answer is
 recorded in one transaction (`relay.delivery.recording`) with its owner's
@@ -168,12 +168,9 @@ class Delivery:
         return Submitted(planned.job, sending.answer)
 
     async def finish(self, submitted: Submitted, *, then: Then | None = None) -> object | None:
-        """After the creating transaction: submit what is left over the network.
-
-        Returns the owner as the last transaction loaded it (None: read it again).
-        `then` runs in the unit that records the last carrier's answer, given the owner
-        as that unit left it, when it loaded it.
-        """
+        """After the creating transaction: submit what is left over the network. Returns
+        the owner as the last transaction loaded it (None: read it again). `then` runs in
+        the unit that records the last carrier's answer, with the owner as it left it."""
         job = submitted.job
         if job is None:
             return submitted.latest
