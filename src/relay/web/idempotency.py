@@ -42,6 +42,7 @@ from relay.web.errors import error_response
 from relay.web.middleware import CALLBACK_PREFIX
 
 HEADER = b"idempotency-key"
+API_PREFIX = "/v1/"
 REPLAYED = (b"idempotent-replayed", b"true")
 T = TypeVar("T")
 
@@ -53,12 +54,15 @@ class IdempotencyMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         raw_key = dict(scope["headers"]).get(HEADER) if scope["type"] == "http" else None
+        # The API's POSTs only, each of which takes its key in the unit of its change.
         # Carrier callbacks take no API key: whatever they carry is neither looked up nor
-        # kept before their signature is checked.
+        # kept before their signature is checked. The console's forms are not the API.
+        path = scope["path"] if raw_key is not None else ""
         if (
             raw_key is None
             or scope["method"] != "POST"
-            or scope["path"].startswith(CALLBACK_PREFIX)
+            or not path.startswith(API_PREFIX)
+            or path.startswith(CALLBACK_PREFIX)
         ):
             await self.app(scope, receive, send)
             return
