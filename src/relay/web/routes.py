@@ -123,7 +123,8 @@ async def retrieve(call: Call) -> Response:
     app = call.services
     verification_id = _verification_id(call.path["verification_id"])
     verification = await app.verifications.retrieve(call.who, verification_id)
-    return _answer(None, verification, app.clock.now())
+    bind(verification_id=verification.id)
+    return _render(verification, app.clock.now())
 
 
 async def cancel(call: Call) -> Response:
