@@ -191,6 +191,73 @@ def test_a_replayed_check_counts_no_extra_attempt(api: httpx.Client, number: str
     assert api.get(f"/v1/verifications/{created['id']}").json()["remaining_checks"] == 4
 
 
+def test_a_retry_whose_unit_would_resend_finds_its_key_taken_and_sends_nothing(
+    api: httpx.Client, server: RunningServer, number: str
+) -> None:
+    first = create(api, "resend-retry", to=number)
+    # Past the resend interval, the retry's unit decides a resend (the sandbox answers it)
+    # before its key's INSERT finds the first request's record: it rolls back whole.
+    server.clock.advance(31)
+    again = create(api, "resend-retry", to=number)
+    assert again.headers["idempotent-replayed"] == "true"
+    assert again.content == first.content
+    assert sms_to(server, number) == 1
+    shown = api.get(f"/v1/verifications/{first.json()['id']}").json()
+    assert len(shown["attempts"]) == 1
+
+
+def test_a_retry_the_pumping_guard_would_now_refuse_is_replayed_and_writes_no_block(
+    api: httpx.Client, server: RunningServer, account: NewAccount
+) -> None:
+    prefix = "+1212557"
+    first = create(api, "before-the-spike", to=f"{prefix}0000")
+    for n in range(1, 30):  # 30 codes to one range, none used: the guard's threshold
+        assert create(api, f"spike-{n}", to=f"{prefix}{n:04d}").status_code == 200
+    again = create(api, "before-the-spike", to=f"{prefix}0000")
+    assert again.headers["idempotent-replayed"] == "true"
+    assert again.content == first.content
+    blocks = "SELECT count(*) AS n FROM destination_blocks WHERE account_id = :account"
+    assert count_rows(server.settings, blocks, account=account.id) == 0
+    refused = create(api, "after-the-spike", to=f"{prefix}0031")
+    assert refused.json()["error"]["code"] == "destination_blocked"
+    assert count_rows(server.settings, blocks, account=account.id) == 1
+
+
+def test_a_retried_approval_is_replayed_and_approves_once(api: httpx.Client, number: str) -> None:
+    created = create(api, "to-approve", to=number).json()
+    body = {"id": created["id"], "code": "000000"}
+    headers = {"Idempotency-Key": "approve-once"}
+    first = api.post("/v1/verifications/check", json=body, headers=headers)
+    again = api.post("/v1/verifications/check", json=body, headers=headers)
+    assert first.json()["status"] == "approved"
+    assert again.content == first.content
+    assert again.headers["idempotent-replayed"] == "true"
+    events = api.get("/v1/events", params={"limit": 100}).json()["data"]
+    approved = [e for e in events if e["type"] == "verification.approved"]
+    assert [e["data"]["object"]["id"] for e in approved] == [created["id"]]
+
+
+def test_a_retried_cancel_and_a_retried_message_are_replayed(
+    api: httpx.Client, server: RunningServer, number: str
+) -> None:
+    created = create(api, "to-cancel", to=number).json()
+    path = f"/v1/verifications/{created['id']}/cancel"
+    headers = {"Idempotency-Key": "cancel-once"}
+    first = api.post(path, headers=headers)
+    again = api.post(path, headers=headers)
+    assert first.json()["status"] == "canceled"
+    assert (again.content, again.headers["idempotent-replayed"]) == (first.content, "true")
+
+    other = f"+1415555{next(_numbers):04d}"
+    body = {"to": other, "code": "4321"}
+    headers = {"Idempotency-Key": "message-once"}
+    sent = api.post("/v1/messages", json=body, headers=headers)
+    resent = api.post("/v1/messages", json=body, headers=headers)
+    assert sent.json()["status"] == "delivered"
+    assert (resent.content, resent.headers["idempotent-replayed"]) == (sent.content, "true")
+    assert sms_to(server, other) == 1
+
+
 def test_a_key_whose_holder_died_after_its_change_is_409_then_answers_with_that_change(
     api: httpx.Client, server: RunningServer, account: NewAccount, number: str
 ) -> None:

@@ -65,13 +65,16 @@ def test_the_abuse_guard_reads_each_window_by_its_full_key_not_the_accounts_coun
 ) -> None:
     """One index search per (kind, subject) window and block, and the number's own
     verifications by their index: never every counter the account has."""
-    found = plan(url, abuse_store._BEFORE_SEND)
-    assert found.count("kind=? AND subject=? AND bucket>?") == 4, found
-    assert found.count("kind=? AND subject=?)") == 2, found
-    assert "uq_verifications_pending_to (account_id=? AND livemode=? AND to_number=?)" in found
-    assert "ix_verifications_to (account_id=? AND livemode=? AND to_number=?)" in found, found
-    # The only scan is of the number's newest verifications, at most `:recent` rows.
-    assert found.replace("SCAN newest", "").count("SCAN") == 0, found
+    for statement in (abuse_store._BEFORE_SEND, abuse_store._BEFORE_SEND_WITH_TEXTS):
+        found = plan(url, statement)
+        assert found.count("kind=? AND subject=? AND bucket>?") == 4, found
+        assert found.count("kind=? AND subject=?)") == 2, found
+        assert "uq_verifications_pending_to (account_id=? AND livemode=? AND to_number=?)" in found
+        assert "ix_verifications_to (account_id=? AND livemode=? AND to_number=?)" in found
+        # The only scan is of the number's newest verifications, at most `:recent` rows.
+        assert found.replace("SCAN newest", "").count("SCAN") == 0, found
+    with_texts = plan(url, abuse_store._BEFORE_SEND_WITH_TEXTS)
+    assert "SEARCH account_templates USING INDEX" in with_texts, with_texts
 
 
 def test_a_check_reads_its_verification_and_the_numbers_wrong_codes_by_index(url: Path) -> None:

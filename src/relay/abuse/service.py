@@ -6,6 +6,7 @@ written in the same unit of work that refuses the send, and a raise would roll i
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterator
 from datetime import datetime
@@ -48,19 +49,6 @@ class AbuseGuard:
     def __init__(self, rules: Rules) -> None:
         self.rules = rules
 
-    async def before_send(
-        self,
-        tx: Tx,
-        scope: Scope,
-        destination: Destination,
-        *,
-        opens: bool,
-        now: datetime,
-    ) -> RateLimitError | None:
-        """Why this SMS must not go out, or None. `opens`: a new verification, not a resend."""
-        seen = await self.look(tx, scope, destination, now=now)
-        return await self.refusal(tx, scope, destination, seen, opens=opens, now=now)
-
     async def look(
         self,
         tx: Tx,
@@ -69,10 +57,12 @@ class AbuseGuard:
         *,
         now: datetime,
         channel: str = "sms",
+        texts: bool = False,
     ) -> store.SendContext:
         """Everything a send is decided on, and the number's pending verification, in one
         round trip. `channel`: the one the send asks for first (verifications per hour
-        count per destination and channel)."""
+        count per destination and channel); `texts`: the account has texts of its own,
+        read in the same statement."""
         # An email address counts as its mailbox: its spellings share one destination.
         number, day, hour = destination.key, window_start(now, DAY), window_start(now, HOUR)
         account_day = window_start(now, DAY, step_of(Kind.ACCOUNT))
@@ -93,6 +83,7 @@ class AbuseGuard:
             # The cap looks at the newest `cap` of them (`_too_many_verifications`).
             recent=self._verifications_cap(scope),
             channel=channel,
+            texts=texts,
         )
 
     async def refusal(
@@ -205,7 +196,10 @@ class AbuseGuard:
         for kind, subject, blocked_until in self._flags(destination, seen, now):
             if blocked_until is not None:
                 return DestinationBlocked(retry_after=seconds_until(blocked_until, now))
-            _log_block(scope, kind, subject, destination, self.rules.guard)
+            # Said once the unit commits: one that rolls back (a retry its key answers)
+            # blocked nothing.
+            mode = self.rules.guard
+            tx.after_commit(functools.partial(_log_block, scope, kind, subject, destination, mode))
             if self.rules.guard is GuardMode.ENFORCE:
                 until = now + self.rules.block_for
                 await store.block(tx, scope, kind, subject, until=until, now=now)

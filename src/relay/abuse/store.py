@@ -82,15 +82,19 @@ _NUMBER_PARTS = (
     " ORDER BY id DESC LIMIT :recent) AS newest"
     " WHERE created_at > :opened_since",
 )
-_BEFORE_SEND = Sql(
-    " UNION ALL ".join(
-        [
-            *(_COUNTER_PART.format(i=i) for i in range(_WINDOWS)),
-            *(_BLOCK_PART.format(i=i) for i in range(_BLOCKS)),
-            *_NUMBER_PARTS,
-        ]
-    )
+# The account's own texts, for an account that has some (the key's lookup says so):
+# channel and locale in `kind` and `subject`, the text in `id`. By the table's key.
+_TEXT_PART = (
+    f"SELECT 'text', channel, locale, {_NO_TIME}, {_NO_TIME}, 0, 0, 0, text, {_NO_TEXT}"
+    f" FROM account_templates WHERE account_id = :scope_account"
 )
+_SEND_PARTS = [
+    *(_COUNTER_PART.format(i=i) for i in range(_WINDOWS)),
+    *(_BLOCK_PART.format(i=i) for i in range(_BLOCKS)),
+    *_NUMBER_PARTS,
+]
+_BEFORE_SEND = Sql(" UNION ALL ".join(_SEND_PARTS))
+_BEFORE_SEND_WITH_TEXTS = Sql(" UNION ALL ".join([*_SEND_PARTS, _TEXT_PART]))
 
 
 def failed_checks_of(number: str) -> str:
@@ -193,11 +197,13 @@ class NumberVerification:
 @dataclass
 class SendContext:
     """What `before_send` read: each window's buckets, each block's end, the number's
-    pending or recently opened verifications."""
+    pending or recently opened verifications, and the account's own texts when asked."""
 
     counters: dict[tuple[Kind, str], Totals] = field(default_factory=dict)
     blocked: dict[tuple[Kind, str], datetime] = field(default_factory=dict)
     verifications: list[NumberVerification] = field(default_factory=list)
+    # (channel, locale) -> text, as stored.
+    texts: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 async def before_send(
@@ -210,10 +216,11 @@ async def before_send(
     opened_since: datetime,
     recent: int,
     channel: str = "sms",
+    texts: bool = False,
 ) -> SendContext:
     """Four distinct windows, two block subjects and the number's verifications, at once:
     its pending one, and of those opened since `opened_since` on `channel` first the
-    newest `recent`."""
+    newest `recent`; with `texts`, the account's own texts too."""
     if len(windows) != _WINDOWS or len(blocks) != _BLOCKS:
         raise ValueError(f"{_WINDOWS} windows and {_BLOCKS} block subjects")
     params = {
@@ -230,7 +237,7 @@ async def before_send(
     for i, (kind, subject) in enumerate(blocks):
         params.update({f"block_kind_{i}": kind.value, f"block_subject_{i}": subject})
     found = SendContext(counters={(k, s): Totals() for k, s, _ in windows})
-    for row in await tx.fetch(_BEFORE_SEND, params):
+    for row in await tx.fetch(_BEFORE_SEND_WITH_TEXTS if texts else _BEFORE_SEND, params):
         part = row["part"]
         if part == "counter":
             found.counters[(Kind(row["kind"]), row["subject"])] = Totals(
@@ -238,6 +245,8 @@ async def before_send(
             )
         elif part == "block":
             found.blocked[(Kind(row["kind"]), row["subject"])] = moment(row["until"])
+        elif part == "text":
+            found.texts[(row["kind"], row["subject"])] = row["id"]
         else:
             found.verifications.append(
                 NumberVerification(

@@ -145,8 +145,13 @@ class AnswersAtOnce(Protocol):
     """A carrier that decides without any I/O (the sandbox).
 
     Its answer is recorded in the transaction that queued the SMS, so a send
-    through it costs one transaction instead of two. `submit_now` has the
-    same meaning as `submit`, raising the same errors.
+    through it costs one transaction instead of two. `answer_now` says what
+    `submit` would answer, raising the same errors, and does nothing else:
+    that transaction may still roll back (a duplicate request under its
+    Idempotency-Key). `took` is what the submit does, called once the
+    transaction has committed.
     """
 
-    def submit_now(self, sms: OutboundSms) -> SubmitReceipt: ...
+    def answer_now(self, sms: OutboundSms) -> SubmitReceipt: ...
+
+    def took(self, sms: OutboundSms, receipt: SubmitReceipt) -> None: ...

@@ -114,6 +114,19 @@ class SandboxCarrier:
         return self.submit_now(sms)
 
     def submit_now(self, sms: OutboundSms) -> SubmitReceipt:
+        """`submit`, without waiting: the answer, and the message taken."""
+        receipt = self.answer_now(sms)
+        self.took(sms, receipt)
+        return receipt
+
+    def took(self, sms: OutboundSms, receipt: SubmitReceipt) -> None:
+        """Keep the message, and report a slow one's delivery later."""
+        self.sent.append(sms)
+        if receipt.final is None:
+            self._report_later(receipt.carrier_message_id)
+
+    def answer_now(self, sms: OutboundSms) -> SubmitReceipt:
+        """What the submit answers, with nothing kept or scheduled yet."""
         script = script_of(sms.to)
         if script == REJECTED:
             raise CarrierRejected("sandbox_rejected", "The sandbox route refused this destination.")
@@ -121,10 +134,8 @@ class SandboxCarrier:
             script = None
         if script == FIRST_CARRIER_FAILS and self._name in _FAILS_FIRST:
             raise CarrierUnavailable("sandbox_unreachable", "The sandbox route is down.")
-        self.sent.append(sms)
         message_id = f"{self._name}-{sms.attempt_id}"
         if script == SLOW_DELIVERY:
-            self._report_later(message_id)
             return SubmitReceipt(carrier_message_id=message_id)
         failed = script == UNDELIVERABLE
         final = DeliveryReport(

@@ -11,6 +11,8 @@ throttle (written queued, postponed), or at the first answer that ends the send.
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TypeGuard
@@ -76,17 +78,30 @@ def too_long(carrier: object, job: Job, leases: Leases, *, now: datetime) -> rou
     )
 
 
-def plan(carriers: CarrierSet, first: Job, leases: Leases, *, now: datetime) -> Plan:
-    """Submit along the route while carriers answer at once; say what to write."""
+# Runs a callback once the unit of work asking has committed (`Tx.after_commit`).
+AfterCommit = Callable[[Callable[[], None]], None]
+
+
+def plan(
+    carriers: CarrierSet, first: Job, leases: Leases, *, now: datetime, after_commit: AfterCommit
+) -> Plan:
+    """Submit along the route while carriers answer at once; say what to write. What a
+    carrier does with a message it took waits for the commit (`after_commit`): nothing
+    of a unit that rolls back reaches one."""
     planned = Plan()
     job: Job | None = first
     while job is not None:
-        job = _step(carriers, job, leases, planned, now)
+        job = _step(carriers, job, leases, planned, now, after_commit)
     return planned
 
 
 def _step(
-    carriers: CarrierSet, job: Job, leases: Leases, planned: Plan, now: datetime
+    carriers: CarrierSet,
+    job: Job,
+    leases: Leases,
+    planned: Plan,
+    now: datetime,
+    after_commit: AfterCommit,
 ) -> Job | None:
     attempt = job.attempt
     carrier = carriers.carriers.get(attempt.carrier)
@@ -99,7 +114,7 @@ def _step(
         planned.job = job
         return None
     try:
-        receipt = carrier.submit_now(job.sms)
+        receipt = carrier.answer_now(job.sms)
     except CarrierError as error:
         decision = routing.after_submit_error(
             error,
@@ -115,6 +130,7 @@ def _step(
             planned.throttled = True
             return None
         return _failed(job, decision, None, planned)
+    after_commit(functools.partial(carrier.took, job.sms, receipt))
     return _answered(carriers, job, receipt, leases, planned, now)
 
 

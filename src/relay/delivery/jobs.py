@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from relay.carriers.base import OutboundSms
-from relay.delivery.owners import Draft
+from relay.db.sql import Tx
+from relay.delivery.owners import Draft, Told
 from relay.delivery.store import AttemptRow
+
+if TYPE_CHECKING:
+    from relay.delivery.at_once import Plan
+
+# Run in the unit that records a send's last answer, with the owner as that unit left
+# it and the moment: the request that created the owner keeps its answer there.
+Then = Callable[[Tx, object, datetime], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -18,6 +28,8 @@ class Job:
     attempt: AttemptRow
     sms: OutboundSms
     expires_at: datetime
+    # Runs in the unit that records this job's last answer (failover passes it on).
+    then: Then | None = None
 
     @classmethod
     def of(cls, attempt: AttemptRow, draft: Draft) -> Job:
@@ -36,7 +48,7 @@ class Job:
         sms = dataclasses.replace(
             self.sms, attempt_id=attempt.id, fallback_channel=attempt.fallback_channel
         )
-        return Job(attempt, sms, self.expires_at)
+        return Job(attempt, sms, self.expires_at, self.then)
 
 
 @dataclass(frozen=True)
@@ -57,3 +69,17 @@ class Submitted:
 
     job: Job | None = None
     latest: object | None = None
+
+
+@dataclass(frozen=True)
+class Sending:
+    """A send decided inside its owner's creating unit, nothing of it written yet."""
+
+    plan: Plan
+    told: Told
+
+    @property
+    def answer(self) -> object | None:
+        """The owner as the creating request answers with it, once the send ends in this
+        unit; None while a carrier that needs the network has still to take it."""
+        return None if self.plan.job is not None else self.told.state.snapshot

@@ -14,13 +14,15 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from relay.accounts import template_store
 from relay.carriers.base import Passcode
 from relay.crypto import Keyring
 from relay.db.sql import Row, Tx, flag, moment
 from relay.delivery.attempts import Attempt, AttemptStatus
+from relay.events.models import EventType
+from relay.events.store import Subject
 from relay.sms.custom import NO_TEMPLATES, CustomTemplates, render_text
 from relay.sms.text import sanitize_brand, with_webotp_line
 
@@ -190,6 +192,17 @@ class OwnerState:
     snapshot: object
 
 
+@dataclass(frozen=True)
+class Told:
+    """An owner after its send's answers, before anything is written: how it stands,
+    and the events (type, the owner as each shows it) it records about them."""
+
+    state: OwnerState
+    events: Sequence[tuple[EventType, dict[str, Any]]]
+    # What the events are about: the owner itself.
+    subject: Subject
+
+
 class Owner(Protocol):
     """One kind of attempt owner. Every method runs inside the caller's transaction."""
 
@@ -219,19 +232,19 @@ class Owner(Protocol):
         """A queued attempt was dropped unsent: its owner closed or expired meanwhile."""
         ...
 
-    async def answered(
+    def told(
         self,
-        tx: Tx,
         opened: object,
         attempts: Sequence[Attempt],
         answers: Sequence[Answer],
         *,
         now: datetime,
-    ) -> OwnerState:
-        """In its creating transaction: the attempts its send opened (written, each in its
-        final state), and what carriers that needed no I/O answered for them, in order.
+    ) -> Told:
+        """In its creating transaction, before anything of the send is written: the owner
+        after the attempts its send opened (each in its final state) and what carriers
+        that needed no I/O answered for them, in order, with the events it records.
 
-        `opened` is the owner's snapshot as that transaction made it, without
-        these attempts: nothing is read back.
+        `opened` is the owner's snapshot as that transaction makes it, without these
+        attempts: nothing is read back, and nothing here writes.
         """
         ...

@@ -17,7 +17,7 @@ from relay.carriers.base import PHONE_CHANNELS, Channel
 from relay.carriers.registry import CarrierSet
 from relay.delivery.figures import MeasuredRoutes
 from relay.errors import CountryNotAllowed, NoRouteAvailable, ParameterInvalid
-from relay.phone import Destination
+from relay.phone import Destination, parse_destination
 
 
 @dataclass(frozen=True)
@@ -67,3 +67,22 @@ async def route_for(
         names += found
         kinds += [channel] * len(found)
     return Route(tuple(names), tuple(kinds))
+
+
+async def route_to(
+    carriers: CarrierSet, measured: MeasuredRoutes, caller: Caller, to: str
+) -> tuple[Destination, tuple[str, ...]]:
+    """Where an SMS to `to` may go and through which carriers, refused before anything
+    is written: country permissions and the route are checked before any row, carrier
+    call or cost, so a live send with no route writes nothing. A measured route comes
+    in the order the last hour's figures give it now."""
+    destination = parse_destination(to, livemode=caller.livemode)
+    if not country_allowed(destination.country, caller.allowed_countries):
+        raise CountryNotAllowed(param="to")
+    route = carriers.routes.for_send(livemode=caller.livemode, country=destination.country)
+    if route is None:
+        raise NoRouteAvailable()
+    if caller.livemode:
+        ordered = await measured.order(destination.country, route)
+        route = route if ordered is None else ordered.route
+    return destination, route

@@ -1,8 +1,9 @@
 """The delivery layer: submit attempts, record receipts, fail over, count usage.
 
 An attempt is written `queued`, with a lease, in the transaction that creates
-its verification or message (`send`, the one send path both share). The
-process that created it submits it at once when it runs carriers; otherwise,
+its verification or message (`decide`, then `write`: the one send path both
+share), unless a carrier answered it there without I/O. The process that
+created it submits it at once when it runs carriers; otherwise,
 or if that process dies, a dispatch loop (`relay.delivery.loop`, in `relay
 serve` or `relay worker`) claims it when the lease has passed. Every answer is
 recorded in one transaction (`relay.delivery.recording`) with its owner's
@@ -15,14 +16,13 @@ once, never silently dropped.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 
-from relay.abuse.models import country_allowed
-from relay.accounts.models import Caller
 from relay.carriers import routing
 from relay.carriers.base import CarrierError, Channel, DeliveryReport
 from relay.carriers.registry import CarrierSet
@@ -32,12 +32,11 @@ from relay.db.sql import Tx
 from relay.delivery import at_once, early_reports, leases, store
 from relay.delivery.attempts import AttemptStatus
 from relay.delivery.figures import MeasuredRoutes, RecentFigures
-from relay.delivery.jobs import Job, Step, Submitted
+from relay.delivery.jobs import Job, Sending, Step, Submitted, Then
 from relay.delivery.owners import Draft, Kind, Owner, OwnerRef
 from relay.delivery.recording import Recorder
 from relay.delivery.store import AttemptRow
-from relay.errors import CountryNotAllowed, NoRouteAvailable
-from relay.phone import Destination, parse_destination
+from relay.events import store as event_store
 
 log = logging.getLogger("relay.delivery")
 
@@ -126,25 +125,7 @@ class Delivery:
 
     # --- the one send path --------------------------------------------------
 
-    async def destination(self, caller: Caller, to: str) -> tuple[Destination, tuple[str, ...]]:
-        """Where a send may go and through which carriers, refused before anything is written.
-
-        Country permissions and the route are checked before any row, carrier
-        call or cost; a live send with no route writes nothing. A measured
-        route comes in the order the last hour's figures give it now.
-        """
-        destination = parse_destination(to, livemode=caller.livemode)
-        if not country_allowed(destination.country, caller.allowed_countries):
-            raise CountryNotAllowed(param="to")
-        route = self.carriers.routes.for_send(livemode=caller.livemode, country=destination.country)
-        if route is None:
-            raise NoRouteAvailable()
-        if caller.livemode:
-            ordered = await self.measured.order(destination.country, route)
-            route = route if ordered is None else ordered.route
-        return destination, route
-
-    async def send(
+    def decide(
         self,
         tx: Tx,
         owner: OwnerRef,
@@ -155,37 +136,45 @@ class Delivery:
         livemode: bool,
         now: datetime,
         channels: tuple[Channel, ...] | None = None,
-    ) -> Submitted:
-        """Inside the owner's creating transaction: open its first attempt, submitting it
-        here through carriers that answer without I/O, failing over while the next one
-        does too, and write every attempt once, in its final state.
-
-        `opened` is the owner as this transaction made it. Returns the job this process
-        still submits over the network (after the commit, with `finish`), and the owner
-        with its attempts. A process that does not dispatch submits nothing: a dispatch
-        loop (`relay worker`) claims the attempt. `channels`: each carrier's (None: SMS).
-        """
+    ) -> Sending:
+        """Inside the owner's creating unit, before it writes: open its first attempt,
+        submitted here through carriers that answer without I/O (what they do with it
+        waits for the commit), failing over while the next one does too. `opened`: the
+        owner as this unit makes it. Returns what `write` writes and the owner as it will
+        stand. A process that does not dispatch submits nothing: a dispatch loop (`relay
+        worker`) claims the attempt. `channels`: each carrier's (None: SMS)."""
         first = store.queued(owner, route, 0, channels)
         if not self.dispatching:
             planned = at_once.Plan([store.NewAttempt(first, lease_until=now)])
         else:
-            planned = at_once.plan(self.carriers, Job.of(first, draft), self._leases, now=now)
-        await store.insert(tx, planned.attempts, now=now)
+            job = Job.of(first, draft)
+            planned = at_once.plan(
+                self.carriers, job, self._leases, now=now, after_commit=tx.after_commit
+            )
         views = [new.view(at=now, livemode=livemode) for new in planned.attempts]
-        state = await self._owners[owner.kind].answered(tx, opened, views, planned.answers, now=now)
-        await self._record.count_answers(tx, state, planned.attempts, now)
+        told = self._owners[owner.kind].told(opened, views, planned.answers, now=now)
+        return Sending(planned, told)
+
+    async def write(self, tx: Tx, sending: Sending, *, now: datetime) -> Submitted:
+        """The send `decide` made, after its owner's row: every attempt in one statement,
+        the owner's events in one, usage. Returns the job this process still submits over
+        the network (after the commit, with `finish`), or the owner with its attempts."""
+        planned, told = sending.plan, sending.told
+        await store.insert(tx, planned.attempts, now=now)
+        await event_store.record_all_about(tx, told.subject, told.events, now=now)
+        await self._record.count_answers(tx, told.state, planned.attempts, now)
         if planned.throttled:
-            self.wake.set()
-        return Submitted(planned.job, None if planned.job else state.snapshot)
+            tx.after_commit(self.wake.set)
+        return Submitted(planned.job, sending.answer)
 
-    async def finish(self, submitted: Submitted) -> object | None:
-        """After the creating transaction: submit what is left over the network.
-
-        Returns the owner as the last transaction loaded it (None: read it again).
-        """
-        if submitted.job is None:
+    async def finish(self, submitted: Submitted, *, then: Then | None = None) -> object | None:
+        """After the creating transaction: submit what is left over the network. Returns
+        the owner as the last transaction loaded it (None: read it again). `then` runs in
+        the unit that records the last carrier's answer, with the owner as it left it."""
+        job = submitted.job
+        if job is None:
             return submitted.latest
-        return await self.dispatch(submitted.job)
+        return await self.dispatch(job if then is None else dataclasses.replace(job, then=then))
 
     # --- submitting ---------------------------------------------------------
 
@@ -228,7 +217,8 @@ class Delivery:
                 docs=self._record.docs,
             )
             return await self._write_job(
-                lambda tx: self._record.failed(tx, attempt, AttemptStatus.QUEUED, failure, now), job
+                lambda tx: self._record.failed(tx, attempt, AttemptStatus.QUEUED, failure, now),
+                job,
             )
         at = self._clock.now()
         oversized = at_once.too_long(carrier, job, self._leases, now=at)
@@ -248,7 +238,8 @@ class Delivery:
         recorded = self._recording[key] = asyncio.Event()
         try:
             return await self._write_job(
-                lambda tx: self._record.sent(tx, attempt, receipt, now, segments=segments), job
+                lambda tx: self._record.sent(tx, attempt, receipt, now, segments=segments),
+                job,
             )
         finally:
             # Only our own entry: an SMSC that reused a message id must not
@@ -276,7 +267,8 @@ class Delivery:
             error.code,
         )
         return await self._write_job(
-            lambda tx: self._record.failed(tx, attempt, AttemptStatus.QUEUED, decision, now), job
+            lambda tx: self._record.failed(tx, attempt, AttemptStatus.QUEUED, decision, now),
+            job,
         )
 
     def _after_submit_error(
@@ -295,8 +287,18 @@ class Delivery:
     async def _write_job(
         self, work: Callable[[Tx], Awaitable[Step]], previous: Job
     ) -> tuple[Job | None, object | None]:
-        """Run a unit of work that may open a failover attempt, and make that the next job."""
-        step = await self._db.write(work)
+        """Run a unit of work that may open a failover attempt, and make that the next job.
+        The job's `then` runs in it when it is the last (it opened none) and loaded the
+        owner."""
+        then, clock = previous.then, self._clock
+
+        async def unit(tx: Tx) -> Step:
+            step = await work(tx)
+            if then is not None and step.following is None and step.latest is not None:
+                await then(tx, step.latest, clock.now())
+            return step
+
+        step = await self._db.write(work if then is None else unit)
         if step.following is None:
             return None, step.latest
         return previous.following(step.following), None

@@ -1,25 +1,46 @@
-"""Keys taken in the unit of work that makes their request's change.
+"""Keys taken in the unit of work that makes their request's change, with its answer.
 
-The idempotency middleware looks a key up (read only) and, when the request
-may run, leaves a `Pending` claim in a context variable for the request. The
-service whose unit of work makes the change takes the key inside that unit
-(`Pending.take`): the change and the key commit together or not at all. So a
-process killed after its change committed leaves a key that says which
-resource it changed, and the retry is answered with that resource instead of
-running again (no second SMS); a process killed before leaves nothing.
+The idempotency middleware leaves a `Pending` claim in a context variable for a
+request under an Idempotency-Key, without reading anything; the web layer gives
+it `render`, how the request's answer is made from what its service returns. The
+service whose unit of work makes the change decides everything first, then takes
+the key before any other write (`Pending.take`), with the answer rendered: the
+change, the key and the answer it replays commit together or not at all.
+
+A unit that finds the key held raises `KeyTaken` with the record it found, so it
+writes nothing (its savepoint rolls back) and the middleware answers from that
+record: a replay, 409 while the holder runs, 422 for another request. A process
+killed after its change committed leaves a key that says which resource it changed
+(and, when the unit knew it, the answer), so the retry never runs again: no
+second SMS.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from relay.accounts.models import Scope
 from relay.db.sql import Tx
-from relay.errors import IdempotencyKeyInUse
 from relay.idempotency import store
-from relay.idempotency.models import KeyRecord
+from relay.idempotency.models import KEEP, KeyRecord, StoredResponse, is_stale
+
+# The request's answer as the client gets it, from what its service returned and the
+# moment it is shown at.
+Render = Callable[[Any, datetime], StoredResponse]
+
+
+class KeyTaken(Exception):
+    """Raised in a unit of work whose key a live record holds (another request's, or this
+    request's first try): the unit writes nothing, and `record` decides the answer."""
+
+    def __init__(self, record: KeyRecord | None) -> None:
+        super().__init__("the Idempotency-Key is taken")
+        self.record = record
 
 
 @dataclass
@@ -30,50 +51,74 @@ class Pending:
     key: str
     request_hash: str
     locked_until: datetime
-    # A record the request may replace: past its 24 hours, or a lapsed claim with no change.
-    seen: KeyRecord | None = None
-    # Set inside the unit of work; it counts only if that unit committed.
+    # How the web layer makes the answer; None: the key is taken without it.
+    render: Render | None = None
+    # Set once a unit that took the key has committed.
     took: bool = False
+    # The answer committed with the key, byte for byte what the client must get.
+    kept: StoredResponse | None = None
 
-    async def take(self, tx: Tx, *, resource_path: str, now: datetime) -> None:
-        """Take the key with this unit's change, or fail the unit (409) so nothing of it
-        is written: another request holds the key."""
-        scope, key, request_hash, until = self.scope, self.key, self.request_hash, self.locked_until
-        if self.seen is None:
-            taken = await store.try_insert(
-                tx,
-                scope,
-                key,
-                request_hash=request_hash,
-                resource_path=resource_path,
-                locked_until=until,
-                now=now,
-            )
-        else:
-            taken = await store.take_over(
-                tx,
-                scope,
-                key,
-                seen=self.seen,
-                request_hash=request_hash,
-                resource_path=resource_path,
-                locked_until=until,
-                now=now,
-            )
-        ours = taken or await store.holds(
-            tx, scope, key, request_hash=request_hash, locked_until=until
+    async def take(
+        self, tx: Tx, *, resource_path: str, result: object | None, now: datetime
+    ) -> None:
+        """Take the key with this unit's change, the first of its writes, and with the answer
+        made from `result` (None: the answer is known only after the unit, kept by `keep`).
+
+        Raises KeyTaken, so that nothing of the unit is written, when a live record holds
+        the key."""
+        render = self.render
+        answer = None if result is None or render is None else render(result, now)
+        scope, key = self.scope, self.key
+        taken = await store.claim(
+            tx,
+            scope,
+            key,
+            request_hash=self.request_hash,
+            resource_path=resource_path,
+            locked_until=self.locked_until,
+            response=answer,
+            now=now,
+            stale_before=now - KEEP,
         )
-        if not ours:
-            raise IdempotencyKeyInUse(param="Idempotency-Key")
+        if not taken:
+            raise KeyTaken(await store.load(tx, scope, key))
+        tx.after_commit(functools.partial(self._committed, answer))
+
+    async def require_free(self, tx: Tx, now: datetime) -> None:
+        """For a unit that commits without taking the key, having written something (a
+        refusal's pumping block, a verification closed as its TTL ran out): raises KeyTaken
+        if a live record holds the key, so that a request the key answers otherwise (a
+        retry, another request under it) writes nothing at all. One read, on those paths
+        only."""
+        record = await store.load(tx, self.scope, self.key)
+        if record is not None and not is_stale(record, now=now):
+            raise KeyTaken(record)
+
+    async def keep(self, tx: Tx, result: object, now: datetime) -> None:
+        """In a later unit (the one that records a carrier's answer): the answer made from
+        `result`, kept over this request's claim."""
+        render = self.render
+        if render is None:
+            return
+        answer = render(result, now)
+        kept = await store.store_answer(
+            tx,
+            self.scope,
+            self.key,
+            request_hash=self.request_hash,
+            locked_until=self.locked_until,
+            response=answer,
+            resource_path=None,
+            now=now,
+            stale_before=now - KEEP,
+        )
+        if kept:
+            tx.after_commit(functools.partial(self._committed, answer))
+
+    def _committed(self, answer: StoredResponse | None) -> None:
         self.took = True
-
-    async def give_back(self, tx: Tx) -> None:
-        """In the same unit as `take`: the request was refused and changed nothing, so the
-        key is free again (its answer, a 429, is not kept either)."""
-        await store.release(
-            tx, self.scope, self.key, request_hash=self.request_hash, locked_until=self.locked_until
-        )
-        self.took = False
+        if answer is not None:
+            self.kept = answer
 
 
 _CURRENT: ContextVar[Pending | None] = ContextVar("relay_idempotency_pending", default=None)

@@ -37,15 +37,6 @@ class KeyRecord:
 
 
 @dataclass(frozen=True)
-class Lease:
-    """The right to run the request. `locked_until` doubles as the holder's token:
-    whoever takes over a lapsed lease writes a new one, so the old holder's
-    late writes match nothing."""
-
-    locked_until: datetime
-
-
-@dataclass(frozen=True)
 class Replay:
     response: StoredResponse
 
@@ -84,16 +75,14 @@ def is_stale(record: KeyRecord, *, now: datetime) -> bool:
     return record.created_at <= now - KEEP
 
 
-def decide(record: KeyRecord, *, request_hash: str, now: datetime) -> Replay | Recover | None:
-    """For a live record: the replay, the resource its dead holder changed, or None if
-    its lease lapsed with no change made (a record from before keys were taken with
-    their change) and the request may run."""
+def decide(record: KeyRecord, *, request_hash: str, now: datetime) -> Replay | Recover:
+    """For a live record another request made (or this one's first try): the replay, or
+    the resource its dead holder changed. Raises IdempotencyKeyReused for another request
+    under the key, IdempotencyKeyInUse while its holder's lease runs."""
     if record.request_hash != request_hash:
         raise IdempotencyKeyReused(param="Idempotency-Key")
     if record.status is KeyStatus.DONE and record.response is not None:
         return Replay(record.response)
-    if record.locked_until > now:
+    if record.locked_until > now or record.resource_path is None:
         raise IdempotencyKeyInUse(param="Idempotency-Key")
-    if record.resource_path is not None:
-        return Recover(record.resource_path, record.locked_until)
-    return None
+    return Recover(record.resource_path, record.locked_until)

@@ -1,19 +1,24 @@
-"""Idempotency keys as use cases: look before the request runs, keep its answer after.
+"""Idempotency keys as use cases, around the unit of work that takes the key.
 
-The key itself is taken by the request's own unit of work (`claims.Pending.take`).
+A request's key is taken by its own unit of work, with its answer
+(`claims.Pending.take`). What is left here runs only off that path: deciding
+from a record a unit found in its way, keeping an answer a unit did not know
+(a carrier that answers over the network, an error), and the sweep.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from relay.accounts.models import Scope
 from relay.clock import Clock
 from relay.db.driver import Db
+from relay.errors import IdempotencyKeyInUse
 from relay.idempotency import store
 from relay.idempotency.claims import Pending
 from relay.idempotency.models import (
     KEEP,
+    KeyRecord,
     Recover,
     Replay,
     StoredResponse,
@@ -28,39 +33,43 @@ class IdempotencyKeys:
         self._clock = clock
         self._lease = lease
 
-    async def begin(self, scope: Scope, key: str, request_hash: str) -> Pending | Replay | Recover:
-        """What to do with a request under `key`: run it (with the claim its unit of work
-        takes), replay the stored answer, or answer with the resource a dead holder changed.
+    def claim(self, scope: Scope, key: str, request_hash: str) -> Pending:
+        """The claim a request under `key` runs with; nothing is read or written yet."""
+        return Pending(scope, key, request_hash, self._clock.now() + self._lease)
 
-        Raises IdempotencyKeyInUse or IdempotencyKeyReused. Reads only."""
-        now = self._clock.now()
-        record = await self._db.read(lambda tx: store.load(tx, scope, key))
-        claim = Pending(scope, key, request_hash, now + self._lease)
+    def taken(self, claim: Pending, record: KeyRecord | None) -> Replay | Recover:
+        """The answer to a request whose unit found its key held by `record`.
+
+        Raises IdempotencyKeyInUse or IdempotencyKeyReused."""
         if record is None:
-            return claim
-        if is_stale(record, now=now):
-            claim.seen = record
-            return claim
-        outcome = decide(record, request_hash=request_hash, now=now)
-        if outcome is None:
-            claim.seen = record
-            return claim
-        return outcome
+            # Gone between the write that met it and the read (the sweep): try again.
+            raise IdempotencyKeyInUse(param="Idempotency-Key")
+        return decide(record, request_hash=claim.request_hash, now=self._clock.now())
+
+    async def settle(self, claim: Pending) -> Replay | Recover | None:
+        """For a request whose answer no unit kept under its key (a refusal, an error, a
+        404): the record another try left, which answers instead; None if there is none
+        and this request's own answer stands. One read.
+
+        Raises IdempotencyKeyInUse or IdempotencyKeyReused."""
+        record = await self._db.read(lambda tx: store.load(tx, claim.scope, claim.key))
+        now = self._clock.now()
+        if record is None or is_stale(record, now=now):
+            return None
+        return decide(record, request_hash=claim.request_hash, now=now)
 
     async def keep(self, claim: Pending, response: StoredResponse) -> None:
         """Store the answer for replays (unless another request holds the key)."""
-        await self._store(claim.scope, claim.key, claim.request_hash, claim.locked_until, response)
+        await self._store(claim.scope, claim.key, claim.request_hash, claim, response)
 
-    async def recovered(
-        self, scope: Scope, key: str, request_hash: str, recover: Recover, response: StoredResponse
-    ) -> None:
+    async def recovered(self, claim: Pending, recover: Recover, response: StoredResponse) -> None:
         """The answer made for a dead holder's change, kept in its place."""
-        await self._store(scope, key, request_hash, recover.locked_until, response)
+        await self._store(claim.scope, claim.key, claim.request_hash, recover, response)
 
     async def let_go(self, claim: Pending) -> None:
         """The request took the key but its answer is not kept (a 5xx, or it crashed): the
         change stands, so the next try gets the resource at once."""
-        if not claim.took:
+        if not claim.took or claim.kept is not None:
             return
         now = self._clock.now()
         await self._db.write(
@@ -74,10 +83,11 @@ class IdempotencyKeys:
         scope: Scope,
         key: str,
         request_hash: str,
-        locked_until: datetime,
+        holder: Pending | Recover,
         response: StoredResponse,
     ) -> None:
         now = self._clock.now()
+        locked_until = holder.locked_until
         await self._db.write(
             lambda tx: store.store_answer(
                 tx,
@@ -86,6 +96,7 @@ class IdempotencyKeys:
                 request_hash=request_hash,
                 locked_until=locked_until,
                 response=response,
+                resource_path=None,
                 now=now,
                 stale_before=now - KEEP,
             )

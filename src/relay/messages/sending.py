@@ -14,7 +14,7 @@ from typing import Any
 from relay.crypto import Keyring
 from relay.db.sql import Tx
 from relay.delivery.attempts import Attempt
-from relay.delivery.owners import Answer, Draft, OwnerState, as_answered, drafted
+from relay.delivery.owners import Answer, Draft, OwnerState, Told, as_answered, drafted
 from relay.events import store as event_store
 from relay.events.models import EventType
 from relay.messages import store
@@ -95,15 +95,15 @@ class MessageOwner:
         await _record(tx, message, EventType.MESSAGE_FAILED, now)
         return owner_state(message)
 
-    async def answered(
+    def told(
         self,
-        tx: Tx,
         opened: object,
         attempts: Sequence[Attempt],
         answers: Sequence[Answer],
         *,
         now: datetime,
-    ) -> OwnerState:
+    ) -> Told:
+        """The message's own state after its answers is written with it, by its insert."""
         assert isinstance(opened, Message)
         message = dataclasses.replace(opened, attempts=(*opened.attempts, *attempts))
         status = message.status
@@ -116,13 +116,8 @@ class MessageOwner:
             if answer.outcome == "delivered":
                 changes.append((EventType.MESSAGE_SENT, just_sent(shown, answer.attempt_id)))
             changes.append((_TOLD[answer.outcome], shown.to_api()))
-        if status is MessageStatus.SENT:
-            await store.mark_sent(tx, message.id, now=now)
-        elif status is not message.status:
-            await store.finish(tx, message.id, status, now=now)
         message = dataclasses.replace(message, status=status)
-        await event_store.record_all_about(tx, message, changes, now=now)
-        return owner_state(message)
+        return Told(owner_state(message), changes, message)
 
     async def attempt_canceled(self, tx: Tx, owner_id: str, *, now: datetime) -> None:
         await store.finish(tx, owner_id, MessageStatus.FAILED, now=now)

@@ -7,13 +7,13 @@ from datetime import datetime, timedelta
 
 from relay.abuse.service import AbuseGuard
 from relay.accounts.models import Caller
-from relay.accounts.template_store import own_texts
 from relay.clock import Clock
 from relay.crypto import Keyring
 from relay.db.driver import Db
 from relay.db.sql import Tx
 from relay.delivery.jobs import Submitted
 from relay.delivery.owners import Draft, OwnerRef
+from relay.delivery.routes import route_to
 from relay.delivery.service import Delivery
 from relay.errors import RateLimitError, ResourceMissing
 from relay.idempotency import claims
@@ -23,7 +23,7 @@ from relay.messages import store
 from relay.messages.models import Message
 from relay.messages.store import NewMessage
 from relay.phone import Destination
-from relay.sms.custom import CustomTemplates
+from relay.sms.custom import NO_TEMPLATES, CustomTemplates
 from relay.sms.locales import resolve_locale
 from relay.sms.templates import BUILT_IN_LOCALES
 
@@ -69,7 +69,10 @@ class MessageService:
         self._ttl = timedelta(seconds=ttl)
 
     async def send(self, caller: Caller, request: SendRequest) -> Message:
-        destination, route = await self._delivery.destination(caller, request.to)
+        delivery = self._delivery
+        destination, route = await route_to(
+            delivery.carriers, delivery.measured, caller, request.to
+        )
         now = self._clock.now()
         claim = claims.pending()
         queued = await self._db.write(
@@ -77,7 +80,8 @@ class MessageService:
         )
         if isinstance(queued, RateLimitError):
             raise queued
-        latest = await self._delivery.finish(queued.submitted)
+        then = None if claim is None else claim.keep
+        latest = await self._delivery.finish(queued.submitted, then=then)
         if isinstance(latest, Message):
             return latest
         return await self.retrieve(caller, queued.message_id)
@@ -92,18 +96,20 @@ class MessageService:
         now: datetime,
         claim: Pending | None,
     ) -> _Queued | RateLimitError:
+        """The whole send, in one unit: its one read, every decision, then its writes."""
         scope = caller.scope
-        message_id = new_id("msg")
-        if claim is not None:
-            # First of all: a request racing it under the key stops here.
-            await claim.take(tx, resource_path=f"/v1/messages/{message_id}", now=now)
-        # The same pumping and volume guards as verifications: an SMS costs the same.
-        refusal = await self._abuse.before_send(tx, scope, destination, opens=True, now=now)
+        # The same pumping and volume guards as verifications: an SMS costs the same. One
+        # read, with the account's own texts when it has some.
+        seen = await self._abuse.look(tx, scope, destination, now=now, texts=caller.has_templates)
+        refusal = await self._abuse.refusal(tx, scope, destination, seen, opens=True, now=now)
         if refusal is not None:
             if claim is not None:
-                await claim.give_back(tx)
+                await claim.require_free(tx, now)
+            # Returned, not raised: a pumping block written here must commit. The key is
+            # not taken: a 429 is not kept.
             return refusal
-        custom = await own_texts(tx, caller)
+        custom = CustomTemplates.of(seen.texts) if seen.texts else NO_TEMPLATES
+        message_id = new_id("msg")
         locale = resolve_locale(
             request.locale,
             country=destination.country,
@@ -120,23 +126,6 @@ class MessageService:
             webhook_url=request.webhook_url,
             expires_at=now + self._ttl,
         )
-        opened = await store.insert_message(tx, scope, new, now)
-        submitted = await self._send(tx, caller, request, opened, new, route, now, custom)
-        # Last: shared counter rows, locked until commit on PostgreSQL (see verifications).
-        await self._abuse.record_send(tx, scope, destination, now=now)
-        return _Queued(message_id, submitted)
-
-    async def _send(
-        self,
-        tx: Tx,
-        caller: Caller,
-        request: SendRequest,
-        opened: Message,
-        new: NewMessage,
-        route: tuple[str, ...],
-        now: datetime,
-        custom: CustomTemplates,
-    ) -> Submitted:
         draft = Draft.render(
             to=new.to,
             sender=new.sender,
@@ -148,10 +137,28 @@ class MessageService:
             now=now,
             custom=custom,
         )
-        owner = OwnerRef("message", new.id)
-        return await self._delivery.send(
-            tx, owner, draft, route, opened=opened, livemode=caller.livemode, now=now
+        sending = self._delivery.decide(
+            tx,
+            OwnerRef("message", message_id),
+            draft,
+            route,
+            opened=store.as_written(scope, new, now),
+            livemode=caller.livemode,
+            now=now,
         )
+        if claim is not None:
+            # First of the writes, with the answer: a request racing it under the key
+            # stops here, having written nothing.
+            path = f"/v1/messages/{message_id}"
+            await claim.take(tx, resource_path=path, result=sending.answer, now=now)
+        # Written in the state its send's answers left it: no UPDATE after the INSERT.
+        sent = sending.told.state.snapshot
+        assert isinstance(sent, Message)
+        await store.insert_message(tx, scope, new, now, status=sent.status)
+        submitted = await self._delivery.write(tx, sending, now=now)
+        # Last: shared counter rows, locked until commit on PostgreSQL (see verifications).
+        await self._abuse.record_send(tx, scope, destination, now=now)
+        return _Queued(message_id, submitted)
 
     async def retrieve(self, caller: Caller, message_id: str) -> Message:
         found = await self._db.read(lambda tx: store.load(tx, caller.scope, message_id))

@@ -34,7 +34,7 @@ _PUBLIC_OF_M = ", ".join(
 _INSERT = Sql(
     "INSERT INTO messages (id, account_id, livemode, to_number, country, sender, locale,"
     " status, sealed_code, metadata, webhook_url, created_at, updated_at, expires_at)"
-    " VALUES (:id, :scope_account, :scope_livemode, :to, :country, :sender, :locale, 'queued',"
+    " VALUES (:id, :scope_account, :scope_livemode, :to, :country, :sender, :locale, :status,"
     " :sealed_code, :metadata, :webhook_url, :now, :now, :expires_at)"
 )
 # A message with its attempts, oldest first, in one round trip (an outer join).
@@ -73,8 +73,12 @@ class NewMessage:
     expires_at: datetime
 
 
-async def insert_message(tx: Tx, scope: Scope, new: NewMessage, now: datetime) -> Message:
-    """Write a new queued message; returns it as written, without reading it back."""
+async def insert_message(
+    tx: Tx, scope: Scope, new: NewMessage, now: datetime, *, status: MessageStatus
+) -> None:
+    """Write a new message in `status`, the state its send left it in (`as_written`
+    shows it before that send)."""
+    final = status in (MessageStatus.DELIVERED, MessageStatus.FAILED)
     await tx.execute(
         _INSERT,
         {
@@ -84,13 +88,19 @@ async def insert_message(tx: Tx, scope: Scope, new: NewMessage, now: datetime) -
             "country": new.country,
             "sender": new.sender,
             "locale": new.locale,
-            "sealed_code": new.sealed_code,
+            "status": status.value,
+            # The code is no longer needed once no attempt can follow.
+            "sealed_code": None if final else new.sealed_code,
             "metadata": new.metadata,
             "webhook_url": new.webhook_url,
             "now": now,
             "expires_at": new.expires_at,
         },
     )
+
+
+def as_written(scope: Scope, new: NewMessage, now: datetime) -> Message:
+    """A new message, queued, before its send."""
     return Message(
         id=new.id,
         account_id=scope.account_id,

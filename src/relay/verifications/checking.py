@@ -19,6 +19,8 @@ from relay.metrics import observe
 from relay.verifications import check_store, events, store
 from relay.verifications.check_store import CheckMaterial
 from relay.verifications.models import (
+    RERUNS,
+    Moved,
     Status,
     Verification,
     check_is_correct,
@@ -44,19 +46,38 @@ class Checks:
         to: str | None = None,
     ) -> Verification:
         now = self._clock.now()
+        claim = claims.pending()
+        for _ in range(RERUNS):
+            checked = await self._once(caller, code, verification_id, to, now, claim)
+            if checked is not None:
+                return checked
+        raise Moved()
+
+    async def _once(
+        self,
+        caller: Caller,
+        code: str,
+        verification_id: str | None,
+        to: str | None,
+        now: datetime,
+        claim: Pending | None,
+    ) -> Verification | None:
+        """The check, or None if the verification moved between its read and its write."""
         # Read before the write, not in it: the read locks nothing, and every change the
         # check makes is a statement that restates its rule on the row as it is then (see
-        # `_count`), so a read that a concurrent check overtook can only make this one
-        # count less, never more. A wrong code may then commit alone.
+        # `_count`), so a read that a concurrent check overtook makes the write find the
+        # row moved, never count more. A wrong code may then commit alone.
         found = await self._db.read(lambda tx: self._material(tx, caller, verification_id, to, now))
-        claim = claims.pending()
         if claim is None and not self._correct(caller, code, found):
             counted = await self._wrong_code(caller.scope, found, now)
             if counted is not None:
                 return counted
-        verification, error = await self._db.write(
-            lambda tx: self._check(tx, caller, code, now, claim, found)
-        )
+        try:
+            verification, error = await self._db.write(
+                lambda tx: self._check(tx, caller, code, now, claim, found)
+            )
+        except Moved:
+            return None
         if error is not None:
             raise error
         return verification
@@ -116,37 +137,17 @@ class Checks:
         claim: Pending | None,
         found: CheckMaterial,
     ) -> tuple[Verification, RelayError | None]:
-        """The whole check, in one unit, on its material as read (`found`)."""
+        """The whole check, in one unit, on its material as read (`found`): decided, then
+        written, the key first with the answer when one came."""
         scope = caller.scope
         current = found.verification
-        destination = found.destination
         correct = self._correct(caller, code, found)
-        if claim is not None:
-            # First of all it decides: a request racing it under the key stops here.
-            await claim.take(tx, resource_path=resource_path(current.id), now=now)
         refusal = await self._abuse.before_check(
-            tx, scope, destination.key, failed_checks=found.failed_checks, now=now
+            tx, scope, found.key, failed_checks=found.failed_checks, now=now
         )
         if refusal:
-            if claim is not None:
-                await claim.give_back(tx)
+            # The key is not taken: a 429 is not kept.
             return current, refusal
-        verification, error = await self._count(tx, scope, current, correct, now)
-        if error is not None:
-            return verification, error
-        # Last, for the same reason as in create: shared counter rows, locked until commit.
-        await self._abuse.record_check(tx, scope, destination, correct=correct, now=now)
-        return verification, None
-
-    async def _count(
-        self,
-        tx: Tx,
-        scope: Scope,
-        current: Verification,
-        correct: bool,
-        now: datetime,
-    ) -> tuple[Verification, RelayError | None]:
-        """Count the check by the check rule; the verification after it, or why it is closed."""
         rule = count_check(
             status=current.status,
             checks=current.checks,
@@ -154,40 +155,73 @@ class Checks:
             now=now,
             correct=correct,
         )
-        # The read may be stale under concurrent checks, but only ever towards "not
-        # counted" (checks grow, closed stays closed, time passes): a refusal holds.
-        # A count is made by the UPDATE, which applies the same rule to the row as
-        # it is, atomically, and whose answer wins.
         if rule is None:
-            return await self._closed(tx, scope, current, now)
-        counted = await store.count_check(tx, scope, current.id, correct=correct, now=now)
-        if counted is None:
-            return await self._closed(tx, scope, current, now)
-        approved = counted.status is Status.APPROVED
+            return await self._closed(tx, scope, current, now, claim)
+        approved = rule.status is Status.APPROVED
         verification = dataclasses.replace(
             current,
-            status=counted.status,
-            checks=counted.checks,
+            status=rule.status,
+            checks=rule.checks,
             updated_at=now,
             approved_at=now if approved else current.approved_at,
         )
-        if approved:
-            observe.verification_approved(tx, livemode=verification.livemode)
-            await events.record(tx, verification, EventType.VERIFICATION_APPROVED, now)
-        elif counted.status is Status.MAX_ATTEMPTS_REACHED:
-            await events.record(tx, verification, EventType.VERIFICATION_MAX_ATTEMPTS_REACHED, now)
+        if claim is not None:
+            # First of the writes, with the answer: a request racing it under the key
+            # stops here, having written nothing.
+            path = resource_path(current.id)
+            await claim.take(tx, resource_path=path, result=verification, now=now)
+        await self._count(tx, scope, found, verification, correct, now)
         return verification, None
 
+    async def _count(
+        self,
+        tx: Tx,
+        scope: Scope,
+        found: CheckMaterial,
+        verification: Verification,
+        correct: bool,
+        now: datetime,
+    ) -> None:
+        """Count the check as decided (`verification`), with its event and counters.
+
+        The read may be stale under concurrent checks. The UPDATE applies the check rule
+        to the row as it is, atomically; if that is not what was decided (another check
+        or a cancel came first), the unit rolls back (`Moved`) and the check runs again.
+        """
+        current = found.verification
+        if not correct and verification.status is Status.PENDING:
+            # A wrong code that leaves it pending: no event; on PostgreSQL the counting
+            # UPDATE writes the destination's wrong code too, in one statement.
+            checks = await store.count_wrong_check(
+                tx, scope, current, destination=found.key, now=now
+            )
+            if checks != verification.checks:
+                raise Moved()
+            return
+        counted = await store.count_check(tx, scope, current.id, correct=correct, now=now)
+        if counted is None or counted.status is not verification.status:
+            raise Moved()
+        if counted.checks != verification.checks:
+            raise Moved()
+        if correct:
+            observe.verification_approved(tx, livemode=verification.livemode)
+            await events.record(tx, verification, EventType.VERIFICATION_APPROVED, now)
+        else:
+            await events.record(tx, verification, EventType.VERIFICATION_MAX_ATTEMPTS_REACHED, now)
+        # Last, for the same reason as in create: shared counter rows, locked until commit.
+        await self._abuse.record_check(tx, scope, found.destination, correct=correct, now=now)
+
     async def _closed(
-        self, tx: Tx, scope: Scope, current: Verification, now: datetime
+        self, tx: Tx, scope: Scope, current: Verification, now: datetime, claim: Pending | None
     ) -> tuple[Verification, RelayError]:
-        """Not open: report why, after closing it if its TTL ran out unnoticed."""
+        """Not open as read: report why, after closing it if its TTL ran out unnoticed."""
         if await store.expire_one(tx, scope, current.id, now=now):
+            if claim is not None:
+                # Its answer is not kept with the key; a request the key refuses changes
+                # nothing, not even this.
+                await claim.require_free(tx, now)
             kind = EventType.VERIFICATION_EXPIRED
             current = await events.record_now(tx, scope, current.id, kind, now)
-        elif current.status_at(now) is Status.PENDING:
-            # Closed by a concurrent check or cancel since it was read.
-            current = await store.require(tx, scope, current.id)
         return current, closed_error(current.status_at(now))
 
 

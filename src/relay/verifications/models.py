@@ -158,6 +158,19 @@ def require_resend_allowed(
         raise ResendTooSoon(retry_after=int(wait) + (0 if wait.is_integer() else 1))
 
 
+class Moved(Exception):
+    """The verification changed between a unit's read and its write, so what the unit
+    decided (and the answer it kept under an Idempotency-Key) no longer holds: the unit
+    rolls back, and the request runs again on what it reads then. Each time, another
+    request counted a check or closed the verification, which happens a bounded number
+    of times (`RERUNS`)."""
+
+
+# Checks count at most CHECK_LIMIT times and a verification closes once: a request
+# whose unit lost that many races in a row runs once more and then fails.
+RERUNS = CHECK_LIMIT + 2
+
+
 @dataclass(frozen=True)
 class CountedCheck:
     """The verification after a counted check."""

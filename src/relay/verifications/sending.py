@@ -13,8 +13,7 @@ from typing import Any
 from relay.crypto import Keyring
 from relay.db.sql import Tx
 from relay.delivery.attempts import Attempt
-from relay.delivery.owners import Answer, Draft, OwnerState, as_answered, drafted
-from relay.events import store as event_store
+from relay.delivery.owners import Answer, Draft, OwnerState, Told, as_answered, drafted
 from relay.events.models import EventType
 from relay.verifications import events, store
 from relay.verifications.models import Status, Verification, just_sent
@@ -70,15 +69,14 @@ class VerificationOwner:
         # The last carrier failing leaves it pending: the caller may resend.
         return await self._told(tx, owner_id, EventType.VERIFICATION_FAILED, now)
 
-    async def answered(
+    def told(
         self,
-        tx: Tx,
         opened: object,
         attempts: Sequence[Attempt],
         answers: Sequence[Answer],
         *,
         now: datetime,
-    ) -> OwnerState:
+    ) -> Told:
         assert isinstance(opened, Verification)
         # The last carrier failing leaves it pending: the caller may resend.
         verification = dataclasses.replace(opened, attempts=(*opened.attempts, *attempts))
@@ -91,8 +89,7 @@ class VerificationOwner:
                 sent = just_sent(shown, answer.attempt_id, now)
                 changes.append((EventType.VERIFICATION_SENT, sent))
             changes.append((_TOLD[answer.outcome], shown.to_api(now)))
-        await event_store.record_all_about(tx, verification, changes, now=now)
-        return owner_state(verification, now)
+        return Told(owner_state(verification, now), changes, verification)
 
     async def attempt_canceled(self, tx: Tx, owner_id: str, *, now: datetime) -> None:
         return None  # it closed first, and said so then

@@ -10,7 +10,6 @@ from relay.abuse.models import Rules
 from relay.abuse.service import AbuseGuard
 from relay.abuse.store import SendContext
 from relay.accounts.models import Caller, Scope
-from relay.accounts.template_store import own_texts
 from relay.carriers.base import Channel
 from relay.clock import Clock
 from relay.crypto import Keyring, generate_code
@@ -32,13 +31,15 @@ from relay.idempotency.claims import Pending
 from relay.ids import new_id
 from relay.metrics import observe
 from relay.phone import Destination
-from relay.sms.custom import CustomTemplates
+from relay.sms.custom import NO_TEMPLATES, CustomTemplates
 from relay.sms.locales import resolve_locale
 from relay.sms.templates import BUILT_IN_LOCALES
 from relay.verifications import events, pages, store
 from relay.verifications.checking import Checks
 from relay.verifications.destinations import destination_for
 from relay.verifications.models import (
+    RERUNS,
+    Moved,
     Status,
     Verification,
     closed_error,
@@ -76,8 +77,11 @@ class _Opened:
     """A verification about to be sent (new or resent), with its code: never log it."""
 
     code: str
-    # As this transaction left it, before its send's attempts.
+    # As this unit leaves it, before its send's attempts.
     verification: Verification
+    # What a new one inserts; None for a resend, counted over `seen_sends`.
+    new: NewVerification | None = None
+    seen_sends: int = 0
 
     @property
     def id(self) -> str:
@@ -136,8 +140,10 @@ class VerificationService:
             )
         if isinstance(sent, RateLimitError):
             raise sent
-        # This process sends: answer once the carrier has taken (or refused) the SMS.
-        latest = await self._delivery.finish(sent.submitted)
+        # This process sends: answer once the carrier has taken (or refused) the SMS, and
+        # keep that answer in the unit that records the carrier's.
+        then = None if claim is None else claim.keep
+        latest = await self._delivery.finish(sent.submitted, then=then)
         if isinstance(latest, Verification):
             return latest
         return await self.retrieve(caller, sent.verification_id)
@@ -152,30 +158,60 @@ class VerificationService:
         now: datetime,
         claim: Pending | None,
     ) -> _Sent | RateLimitError:
-        """The whole create, in one unit."""
+        """The whole create, in one unit: its one read, every decision, then its writes."""
         scope = caller.scope
-        seen = await self._abuse.look(tx, scope, destination, now=now, channel=request.channels[0])
+        # The one read: the guard's counters and blocks, the destination's pending and
+        # recent verifications, the account's own texts when it has some.
+        seen = await self._abuse.look(
+            tx,
+            scope,
+            destination,
+            now=now,
+            channel=request.channels[0],
+            texts=caller.has_templates,
+        )
         existing = await self._pending(tx, scope, seen, now)
-        verification_id = existing or new_id("ver")
-        if claim is not None:
-            # First of all it decides: a request racing it under the key stops here.
-            await claim.take(tx, resource_path=resource_path(verification_id), now=now)
         refusal = await self._abuse.refusal(
             tx, scope, destination, seen, opens=existing is None, now=now
         )
         if refusal is not None:
             if claim is not None:
-                await claim.give_back(tx)
-            # Returned, not raised: a pumping block written here must commit.
+                await claim.require_free(tx, now)
+            # Returned, not raised: a pumping block written here must commit. The key is
+            # not taken: a 429 is not kept.
             return refusal
-        custom = await own_texts(tx, caller)
+        custom = CustomTemplates.of(seen.texts) if seen.texts else NO_TEMPLATES
         if existing is None:
-            opened = await self._open(
-                tx, caller, request, destination, now, verification_id, custom
-            )
+            opened = self._open(caller, request, destination, now, custom)
         else:
             opened = await self._resend(tx, scope, existing, now, request.channels)
-        return await self._send(tx, caller, opened, destination, route, now, custom)
+        sending = self._delivery.decide(
+            tx,
+            OwnerRef("verification", opened.id),
+            self._draft(caller, opened, now, custom),
+            route.carriers,
+            opened=opened.verification,
+            livemode=caller.livemode,
+            now=now,
+            channels=route.channels,
+        )
+        if claim is not None:
+            # First of the writes, with the answer: a request racing it under the key
+            # stops here, having written nothing.
+            path = resource_path(opened.id)
+            await claim.take(tx, resource_path=path, result=sending.answer, now=now)
+        if opened.new is not None:
+            await store.insert_verification(tx, scope, opened.new, now)
+            observe.verification_created(tx, livemode=caller.livemode, channel=request.channels[0])
+        elif not await store.count_resend(
+            tx, scope, opened.id, seen_sends=opened.seen_sends, now=now, channels=request.channels
+        ):
+            raise ResendTooSoon(retry_after=self._limits.resend_interval)
+        submitted = await self._delivery.write(tx, sending, now=now)
+        # Last: the account's and the country's counters are rows that every send
+        # updates, and on PostgreSQL a row lock is held until commit.
+        await self._abuse.record_send(tx, scope, destination, now=now)
+        return _Sent(opened.id, submitted)
 
     async def _pending(self, tx: Tx, scope: Scope, seen: SendContext, now: datetime) -> str | None:
         """The number's pending verification, which a create resends, if any."""
@@ -189,18 +225,11 @@ class VerificationService:
             await events.record_now(tx, scope, pending.id, EventType.VERIFICATION_EXPIRED, now)
         return None
 
-    async def _send(
-        self,
-        tx: Tx,
-        caller: Caller,
-        opened: _Opened,
-        destination: Destination,
-        route: Route,
-        now: datetime,
-        custom: CustomTemplates,
-    ) -> _Sent:
+    def _draft(
+        self, caller: Caller, opened: _Opened, now: datetime, custom: CustomTemplates
+    ) -> Draft:
         verification = opened.verification
-        draft = Draft.render(
+        return Draft.render(
             # The address it was opened for: a resend asked for by another spelling of
             # the mailbox sends the code where it went before, never to a new address.
             to=verification.to,
@@ -213,32 +242,16 @@ class VerificationService:
             now=now,
             custom=custom,
         )
-        owner = OwnerRef("verification", opened.id)
-        submitted = await self._delivery.send(
-            tx,
-            owner,
-            draft,
-            route.carriers,
-            opened=verification,
-            livemode=caller.livemode,
-            now=now,
-            channels=route.channels,
-        )
-        # Last: the account's and the country's counters are rows that every send
-        # updates, and on PostgreSQL a row lock is held until commit.
-        await self._abuse.record_send(tx, caller.scope, destination, now=now)
-        return _Sent(opened.id, submitted)
 
-    async def _open(
+    def _open(
         self,
-        tx: Tx,
         caller: Caller,
         request: CreateRequest,
         destination: Destination,
         now: datetime,
-        verification_id: str,
         custom: CustomTemplates,
     ) -> _Opened:
+        verification_id = new_id("ver")
         code = generate_code(request.code_length)
         locale = resolve_locale(
             request.locale,
@@ -260,9 +273,7 @@ class VerificationService:
             expires_at=now + timedelta(seconds=request.ttl),
             channels=request.channels,
         )
-        opened = await store.insert_verification(tx, caller.scope, new, now)
-        observe.verification_created(tx, livemode=caller.livemode, channel=request.channels[0])
-        return _Opened(code, opened)
+        return _Opened(code, store.as_written(caller.scope, new, now), new)
 
     async def _resend(
         self,
@@ -274,7 +285,10 @@ class VerificationService:
     ) -> _Opened:
         """The same code again, on the channels this request asks for (they may differ
         from the last send's: a code that did not arrive by SMS may go by WhatsApp)."""
-        current = await store.require(tx, scope, verification_id)
+        found = await store.load_sealed(tx, scope, verification_id)
+        if found is None:
+            raise ResourceMissing(param="id")
+        current, sealed = found
         require_resend_allowed(
             current,
             now=now,
@@ -282,18 +296,13 @@ class VerificationService:
             interval=self._limits.resend_interval,
             channel=channels[0],
         )
-        if not await store.count_resend(
-            tx, scope, verification_id, seen_sends=current.sends, now=now, channels=channels
-        ):
-            raise ResendTooSoon(retry_after=self._limits.resend_interval)
-        secrets = await store.load_secrets(tx, scope, verification_id)
-        if secrets is None or secrets[1] is None:
+        if sealed is None:
             raise ResourceMissing()
-        code = self._keyring.unseal(verification_id, secrets[1])
+        code = self._keyring.unseal(verification_id, sealed)
         resent = dataclasses.replace(
             current, sends=current.sends + 1, last_sent_at=now, updated_at=now, channels=channels
         )
-        return _Opened(code, resent)
+        return _Opened(code, resent, seen_sends=current.sends)
 
     async def retrieve(self, caller: Caller, verification_id: str) -> Verification:
         found = await self._db.read(lambda tx: store.load(tx, caller.scope, verification_id))
@@ -314,27 +323,47 @@ class VerificationService:
     async def cancel(self, caller: Caller, verification_id: str) -> Verification:
         now = self._clock.now()
         claim = claims.pending()
-        verification, error = await self._db.write(
-            lambda tx: self._cancel(tx, caller.scope, verification_id, now, claim)
-        )
-        if error is not None:
-            raise error
-        return verification
+        for _ in range(RERUNS):
+            try:
+                verification, error = await self._db.write(
+                    lambda tx: self._cancel(tx, caller.scope, verification_id, now, claim)
+                )
+            except Moved:
+                continue
+            if error is not None:
+                raise error
+            return verification
+        raise Moved()
 
     async def _cancel(
         self, tx: Tx, scope: Scope, verification_id: str, now: datetime, claim: Pending | None
     ) -> tuple[Verification, RelayError | None]:
-        if claim is not None:
-            await claim.take(tx, resource_path=resource_path(verification_id), now=now)
-        if await store.cancel(tx, scope, verification_id, now=now):
-            return await store.require(tx, scope, verification_id), None
-        if await store.expire_one(tx, scope, verification_id, now=now):
-            await events.record_now(tx, scope, verification_id, EventType.VERIFICATION_EXPIRED, now)
-        verification = await store.load(tx, scope, verification_id)
-        if verification is None:
+        current = await store.load(tx, scope, verification_id)
+        if current is None:
             raise ResourceMissing(f"No such verification: {verification_id}", param="id")
-        status = verification.status_at(now)
-        return verification, None if status is Status.CANCELED else closed_error(status)
+        status = current.status_at(now)
+        if status is Status.PENDING:
+            canceled = dataclasses.replace(
+                current, status=Status.CANCELED, canceled_at=now, updated_at=now
+            )
+            if claim is not None:
+                path = resource_path(verification_id)
+                await claim.take(tx, resource_path=path, result=canceled, now=now)
+            if not await store.cancel(tx, scope, verification_id, now=now):
+                raise Moved()
+            return canceled, None
+        if current.status is Status.PENDING:
+            # Its TTL ran out before the sweep saw it: close it, with its event.
+            if not await store.expire_one(tx, scope, verification_id, now=now):
+                raise Moved()
+            if claim is not None:
+                # Its answer is not kept with the key; a request the key refuses changes
+                # nothing, not even this.
+                await claim.require_free(tx, now)
+            expired = dataclasses.replace(current, status=Status.EXPIRED, updated_at=now)
+            await events.record(tx, expired, EventType.VERIFICATION_EXPIRED, now)
+            return expired, closed_error(Status.EXPIRED)
+        return current, None if status is Status.CANCELED else closed_error(status)
 
     async def list(self, caller: Caller, query: ListQuery) -> tuple[list[Verification], bool]:
         now = self._clock.now()

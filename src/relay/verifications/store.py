@@ -115,7 +115,13 @@ _LOAD = Sql(
 )
 # Without a scope: the delivery layer's load, once per event it records.
 _LOAD_ANY = Sql(_WITH_ATTEMPTS.format(where="v.id = :verification_id"))
-_LOAD_SECRETS = Sql(f"SELECT code_mac, sealed_code FROM verifications WHERE {_THIS}")
+# A resend's one read: the verification, its attempts and its sealed code.
+_LOAD_SEALED = Sql(
+    f"SELECT {PUBLIC_OF_V}, v.sealed_code, {JOINED_ATTEMPT_COLUMNS} FROM verifications v"
+    " LEFT OUTER JOIN attempts a ON a.verification_id = v.id"
+    " WHERE v.account_id = :scope_account AND v.livemode = :scope_livemode"
+    " AND v.id = :verification_id ORDER BY a.id"
+)
 _INSERT_VERIFICATION = Sql(
     "INSERT INTO verifications (id, account_id, livemode, to_number, country, sender, locale,"
     " code_length, code_mac, sealed_code, status, checks, sends, metadata, webhook_url,"
@@ -211,20 +217,20 @@ def joined(rows: list[Row]) -> Verification | None:
     return from_row(first, joined_attempts(rows, livemode=flag(first["livemode"])))
 
 
-async def load_secrets(
+async def load_sealed(
     tx: Tx, scope: Scope, verification_id: str
-) -> tuple[bytes, bytes | None] | None:
-    row = await tx.fetchrow(_LOAD_SECRETS, _this(scope, verification_id))
-    if row is None:
+) -> tuple[Verification, bytes | None] | None:
+    """The verification and its sealed code (None once it closed), for a resend."""
+    rows = await tx.fetch(_LOAD_SEALED, _this(scope, verification_id))
+    found = joined(rows)
+    if found is None:
         return None
-    sealed = row["sealed_code"]
-    return bytes(row["code_mac"]), None if sealed is None else bytes(sealed)
+    sealed = rows[0]["sealed_code"]
+    return found, None if sealed is None else bytes(sealed)
 
 
-async def insert_verification(
-    tx: Tx, scope: Scope, new: NewVerification, now: datetime
-) -> Verification:
-    """Write a new pending verification; returns it as written, without reading it back."""
+async def insert_verification(tx: Tx, scope: Scope, new: NewVerification, now: datetime) -> None:
+    """Write a new pending verification (`as_written` is what it wrote)."""
     await tx.execute(
         _INSERT_VERIFICATION,
         {
@@ -246,6 +252,10 @@ async def insert_verification(
             "channels": joined_channels(new.channels),
         },
     )
+
+
+def as_written(scope: Scope, new: NewVerification, now: datetime) -> Verification:
+    """The verification `insert_verification` writes, without reading it back."""
     return Verification(
         id=new.id,
         account_id=scope.account_id,

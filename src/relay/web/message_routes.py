@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from starlette.responses import Response
 
 from relay.errors import ResourceMissing
 from relay.ids import is_id
 from relay.log import bind
+from relay.messages.models import Message
 from relay.messages.service import SendRequest
 from relay.web.fields import require_locale, require_webhook_url
+from relay.web.idempotency import answer, renders
 from relay.web.operations import Call, Operation
 from relay.web.responses import JsonResponse
 from relay.web.schemas import MessageObject, SendMessageBody
@@ -25,8 +29,13 @@ async def send(call: Call) -> Response:
         metadata=body.metadata,
         webhook_url=body.webhook_url,
     )
+    claim = renders(_render)
     message = await app.messages.send(call.who, request)
     bind(message_id=message.id)
+    return answer(claim, message, app.clock.now(), _render)
+
+
+def _render(message: Message, now: datetime) -> Response:
     return JsonResponse(message.to_api())
 
 

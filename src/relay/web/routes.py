@@ -15,6 +15,7 @@ from relay.errors import (
     PhoneNumberInvalid,
     ResourceMissing,
 )
+from relay.idempotency.claims import Pending
 from relay.ids import is_id
 from relay.log import bind
 from relay.verifications.destinations import is_email, require_channels
@@ -22,6 +23,7 @@ from relay.verifications.models import Verification
 from relay.verifications.pages import ListQuery
 from relay.verifications.service import CreateRequest
 from relay.web.fields import require_locale, require_webhook_url
+from relay.web.idempotency import answer, renders
 from relay.web.operations import Call, Operation
 from relay.web.pagination import require_cursors
 from relay.web.responses import JsonResponse
@@ -37,8 +39,12 @@ from relay.web.schemas import (
 
 
 def _render(verification: Verification, now: datetime) -> Response:
-    bind(verification_id=verification.id)
     return JsonResponse(verification.to_api(now))
+
+
+def _answer(claim: Pending | None, verification: Verification, now: datetime) -> Response:
+    bind(verification_id=verification.id)
+    return answer(claim, verification, now, _render)
 
 
 def _verification_id(value: str) -> str:
@@ -62,8 +68,9 @@ async def create(call: Call) -> Response:
         metadata=body.metadata,
         webhook_url=body.webhook_url,
     )
+    claim = renders(_render)
     verification = await app.verifications.create(call.who, request)
-    return _render(verification, app.clock.now())
+    return _answer(claim, verification, app.clock.now())
 
 
 def _channels(body: CreateVerificationBody) -> tuple[tuple[Channel, ...], str]:
@@ -105,24 +112,27 @@ async def check(call: Call) -> Response:
             raise ParameterMissing("Give either id or to.", param="id")
         raise ParameterInvalid("Give either id or to, not both.", param="to")
     verification_id = None if body.id is None else _verification_id(body.id)
+    claim = renders(_render)
     verification = await app.verifications.check(
         call.who, code=body.code, verification_id=verification_id, to=_destination(body.to)
     )
-    return _render(verification, app.clock.now())
+    return _answer(claim, verification, app.clock.now())
 
 
 async def retrieve(call: Call) -> Response:
     app = call.services
     verification_id = _verification_id(call.path["verification_id"])
     verification = await app.verifications.retrieve(call.who, verification_id)
+    bind(verification_id=verification.id)
     return _render(verification, app.clock.now())
 
 
 async def cancel(call: Call) -> Response:
     app = call.services
     verification_id = _verification_id(call.path["verification_id"])
+    claim = renders(_render)
     verification = await app.verifications.cancel(call.who, verification_id)
-    return _render(verification, app.clock.now())
+    return _answer(claim, verification, app.clock.now())
 
 
 async def list_verifications(call: Call) -> Response:
