@@ -231,7 +231,9 @@ class SqliteChanges:
 
     def __init__(self, kind: str, writer: sqlite3.Connection, reader: SqliteTx) -> None:
         self._kind = kind
-        self._writer = writer
+        # A cursor of its own, with plain tuples: asked on every request.
+        self._cursor = writer.cursor()
+        self._cursor.row_factory = None
         self._reader = reader
         self._version: int | None = None
         self._generation: int | None = None
@@ -249,7 +251,7 @@ class SqliteChanges:
 
     def fresh(self) -> bool:
         with _translated:
-            (version,) = self._writer.execute("PRAGMA data_version").fetchone()
+            (version,) = self._cursor.execute("PRAGMA data_version").fetchone()
             if version == self._version:
                 return True
             # Asked before the counter: a commit in between moves the version again.
