@@ -68,10 +68,10 @@ class AccountService:
         # snapshot of every valid key.
         self.known = KnownKeys(self._valid_key_hashes, kept=self._kept_valid)
 
-    async def start(self) -> None:
+    async def start(self) -> bool:
         """Begin hearing of key changes made by other processes (`key_cache`), so that
-        keys are kept from the first requests on."""
-        await self.cache.start()
+        keys are kept from the first requests on; whether they are heard yet."""
+        return await self.cache.start()
 
     def _kept_valid(self, key_hash: str) -> bool:
         return self.cache.holds_valid(key_hash, self._clock.now())
