@@ -28,8 +28,9 @@ from tests.webhooks.receiver import isolated_database
 
 T = TypeVar("T")
 
+PG_URL = os.environ.get("RELAY_TEST_DATABASE_URL", "")
 pytestmark = pytest.mark.skipif(
-    not is_postgres(os.environ.get("RELAY_TEST_DATABASE_URL", "")),
+    not (PG_URL and is_postgres(PG_URL)),
     reason="LISTEN/NOTIFY: needs RELAY_TEST_DATABASE_URL=postgresql://…",
 )
 
