@@ -7,7 +7,7 @@ counter move drops what it holds (relay.db.changes).
 
 Revision ID: 0020
 Revises: 0019
-Create Date: 2026-11-29 09:00:00
+Create Date: 2026-11-28 09:00:00
 """
 
 from __future__ import annotations
