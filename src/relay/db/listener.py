@@ -31,7 +31,7 @@ import asyncpg
 
 from relay.db.changes import GENERATION, channel
 from relay.db.group_commit import Unit
-from relay.db.sql import Sql, Tx
+from relay.db.sql import DatabaseUnavailable, Sql, Tx
 
 log = logging.getLogger("relay.db")
 
@@ -53,7 +53,7 @@ def application_name(kind: str, generation: int) -> str:
 # Listening connections of this database that have not said they heard `generation`.
 # The CASE keeps the cast away from every other client's application_name.
 _BEHIND = Sql(
-    "SELECT pid, client_addr::text AS client FROM pg_stat_activity"
+    "SELECT pid, host(client_addr) AS client FROM pg_stat_activity"
     " WHERE datname = current_database()"
     " AND CASE WHEN application_name ~ :pattern"
     " THEN split_part(application_name, ' ', 2)::bigint END < :generation"
@@ -112,19 +112,30 @@ class PostgresChanges:
         delay, longest = _POLL_DELAYS
         params = {"pattern": f"^relay-{self._kind} [0-9]+$", "generation": generation}
         while True:
-            behind = await self._read(lambda tx: tx.fetch(_BEHIND, params))
+            try:
+                behind = await self._read(lambda tx: tx.fetch(_BEHIND, params))
+            except DatabaseUnavailable as error:
+                # Committed all the same: a process that cannot be asked cannot listen either.
+                self._unconfirmed(generation, f"database unavailable ({error})")
+                return
             if not behind:
                 return
             if loop.time() >= deadline:
-                log.warning(
-                    "changes.unconfirmed kind=%s generation=%d processes=%s",
-                    self._kind,
+                self._unconfirmed(
                     generation,
-                    ", ".join(f"{row['pid']}@{row['client'] or 'local'}" for row in behind),
+                    ", ".join(_backend(row["pid"], row["client"]) for row in behind),
                 )
                 return
             await asyncio.sleep(delay)
             delay = min(2 * delay, longest)
+
+    def _unconfirmed(self, generation: int, processes: str) -> None:
+        log.warning(
+            "changes.unconfirmed kind=%s generation=%d processes=%s",
+            self._kind,
+            generation,
+            processes,
+        )
 
     async def close(self) -> None:
         self._closed = True
@@ -205,3 +216,8 @@ class PostgresChanges:
         with contextlib.suppress(ValueError):
             self._heard = max(self._heard, int(payload))
         self._wake.set()
+
+
+def _backend(pid: int, client: str | None) -> str:
+    """A backend as the log names it: its pid, and its client's address when shown."""
+    return f"{pid}@{client}" if client else str(pid)
