@@ -125,8 +125,9 @@ async def test_a_revocation_returns_only_once_a_busy_process_has_dropped_its_key
 
 @pytest.mark.asyncio
 async def test_with_its_listener_cut_a_process_reads_every_key_and_keeps_them_once_back(
-    two: Two, monkeypatch: pytest.MonkeyPatch
+    two: Two, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.WARNING, logger="relay.db")
     changes = two.server.db.changes(KEYS)
     key = two.account.test_key
     await two.server.accounts.authenticate(key)
@@ -154,6 +155,8 @@ async def test_with_its_listener_cut_a_process_reads_every_key_and_keeps_them_on
     with statements(two.server) as seen:
         await two.server.accounts.authenticate(fresh.secret)
     assert seen == []
+    said = [r.getMessage().split()[0] for r in caplog.records if r.name == "relay.db"]
+    assert said == ["changes.listener_lost", "changes.listener_up"]
 
 
 @pytest.mark.asyncio

@@ -84,6 +84,8 @@ class PostgresChanges:
         self._heard = 0
         self._wake = asyncio.Event()
         self._listening = asyncio.Event()
+        # Whether the log last said the listener was down: its return is said once.
+        self._said_down = False
         self.connections = 0
 
     def on_change(self, callback: Callable[[], None]) -> None:
@@ -148,27 +150,26 @@ class PostgresChanges:
 
     async def _listen(self) -> None:
         delay, longest = RECONNECT_DELAYS
-        warned = False
         while True:
             try:
                 await self._listen_once()
             except Exception as error:
                 # Refused, unreachable, cut: every request reads meanwhile, as before.
-                if not warned:
+                if not self._said_down:
                     log.warning(
                         "changes.listener_down kind=%s error=%s: every request reads its"
                         " records until it is back",
                         self._kind,
                         type(error).__name__,
                     )
-                    warned = True
+                    self._said_down = True
             else:
                 log.warning(
                     "changes.listener_lost kind=%s: every request reads its records until"
                     " it is back",
                     self._kind,
                 )
-                warned = True
+                self._said_down = True
                 delay = RECONNECT_DELAYS[0]
             await asyncio.sleep(delay)
             delay = min(2 * delay, longest)
@@ -195,7 +196,9 @@ class PostgresChanges:
             self._up = True
             self._listening.set()
             self.connections += 1
-            log.info("changes.listening kind=%s", self._kind)
+            if self._said_down:
+                log.warning("changes.listener_up kind=%s: records are kept again", self._kind)
+                self._said_down = False
             said = -1
             while not lost.is_set():
                 if said < self._heard:
