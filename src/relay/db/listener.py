@@ -86,7 +86,6 @@ class PostgresChanges:
         self._listening = asyncio.Event()
         # Whether the log last said the listener was down: its return is said once.
         self._said_down = False
-        self.connections = 0
 
     def on_change(self, callback: Callable[[], None]) -> None:
         self._callbacks.append(callback)
@@ -195,7 +194,6 @@ class PostgresChanges:
             self._heard = max(self._heard, 0 if row is None else int(row["generation"]))
             self._up = True
             self._listening.set()
-            self.connections += 1
             if self._said_down:
                 log.warning("changes.listener_up kind=%s: records are kept again", self._kind)
                 self._said_down = False
