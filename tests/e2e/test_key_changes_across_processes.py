@@ -158,7 +158,8 @@ def test_countries_set_by_the_command_are_met_at_the_next_send_in_every_process(
     assert set(at_once(serving, secret, sent)) == {("delivered", None)}
     command(serving[0], "accounts", "update", account, "--allow-countries", "FR")
     refused = at_once(serving, secret, lambda client: client.post(URL, json={"to": NUMBER}))
-    assert {answer.status_code for answer in refused} == {400}
+    codes = {(answer.status_code, answer.json()["error"]["code"]) for answer in refused}
+    assert codes == {(400, "country_not_allowed")}
 
 
 async def _listeners(database_url: str, *, terminate: bool = False) -> list[str]:
