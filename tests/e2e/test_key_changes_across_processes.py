@@ -20,6 +20,7 @@ import pytest
 from relay.db.urls import is_postgres
 from tests.e2e.serving import RELAY, Serving, relay_serve
 from tests.e2e.test_serve_workers import _pids_serving
+from tests.webhooks.receiver import isolated_database
 
 URL = "/v1/verifications"
 # Each on its own connection, all open at once, so that every worker answers some.
@@ -33,16 +34,22 @@ NUMBER = "+14155550100"
 
 
 @pytest.fixture(scope="module")
+def database(tmp_path_factory: pytest.TempPathFactory, database_url: str) -> str:
+    """A database of its own: the suite's shared server listens on the shared one."""
+    return isolated_database(database_url, "key_changes", tmp_path_factory.mktemp("db"))
+
+
+@pytest.fixture(scope="module")
 def serving(
-    tmp_path_factory: pytest.TempPathFactory, database_url: str
+    tmp_path_factory: pytest.TempPathFactory, database: str
 ) -> Iterator[tuple[Serving, int]]:
-    workers = 2 if is_postgres(database_url) else 1
+    workers = 2 if is_postgres(database) else 1
     tmp = tmp_path_factory.mktemp("key_changes")
     # Many codes to one range, none used, is what the pumping guard is for: not what is
     # tested here.
     with relay_serve(
         tmp,
-        database_url,
+        database,
         workers=workers,
         RELAY_MAX_SEGMENTS=SERVED_SEGMENTS,
         RELAY_PUMPING_GUARD="off",
@@ -180,17 +187,17 @@ async def _listeners(database_url: str, *, terminate: bool = False) -> list[str]
 
 
 def test_with_their_listeners_cut_the_workers_still_refuse_a_revoked_key_and_listen_again(
-    serving: tuple[Serving, int], database_url: str
+    serving: tuple[Serving, int], database: str
 ) -> None:
-    if not is_postgres(database_url):
+    if not is_postgres(database):
         pytest.skip("LISTEN/NOTIFY: PostgreSQL only")
     _, key_id, secret = new_account(serving[0])
     assert statuses(serving, secret) == {200}
-    assert len(asyncio.run(_listeners(database_url, terminate=True))) == serving[1]
+    assert len(asyncio.run(_listeners(database, terminate=True))) == serving[1]
     relay(serving[0], "keys", "revoke", key_id)
     assert statuses(serving, secret) == {401}
     deadline = time.monotonic() + 30
-    while len(asyncio.run(_listeners(database_url))) < serving[1]:
+    while len(asyncio.run(_listeners(database))) < serving[1]:
         assert time.monotonic() < deadline, "the workers did not listen again"
         time.sleep(0.1)
     _, key_id, secret = new_account(serving[0])
