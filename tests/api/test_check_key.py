@@ -133,10 +133,15 @@ def test_a_bad_check_is_refused_in_the_order_of_any_route(
     assert refused.json()["error"]["code"] == with_the_key, refused.text
 
 
-def test_a_check_reads_the_key_once(server: RunningServer, api: httpx.Client) -> None:
+def test_a_check_reads_a_key_never_seen_once_and_a_key_seen_before_not_at_all(
+    server: RunningServer, account: NewAccount, api: httpx.Client
+) -> None:
     made = api.post(URL, json={"to": NUMBER}).json()
-    seen = key_statements(server, lambda: api.post(CHECK, json={"id": made["id"], "code": WRONG}))
-    assert seen == ["SELECT"]
+    body = {"id": made["id"], "code": WRONG}
+    with server.client(new_key(server.settings, account.id)) as fresh:
+        assert key_statements(server, lambda: fresh.post(CHECK, json=body)) == ["SELECT", "UPDATE"]
+        assert key_statements(server, lambda: fresh.post(CHECK, json=body)) == []
+    assert key_statements(server, lambda: api.post(CHECK, json=body)) == []
 
 
 @pytest.fixture(scope="module")

@@ -48,6 +48,7 @@ async def services(
     url = await asyncio.to_thread(isolated_database, database_url, name, tmp_path)
     built = build_services(test_settings(tmp_path, url))
     await built.delivery.start(dispatch=True)
+    await built.accounts.start()
     try:
         yield built
     finally:

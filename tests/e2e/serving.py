@@ -28,6 +28,8 @@ class Serving:
     stdout: Path
     stderr: Path
     process: subprocess.Popen[bytes]
+    # What the server runs with: a command given it works on the same data and database.
+    environment: dict[str, str]
 
     def client(self, key: str | None = None) -> httpx.Client:
         context = ssl.create_default_context(cafile=os.fspath(self.cert))
@@ -72,6 +74,7 @@ def relay_serve(
         stdout,
         stderr,
         process,
+        environment,
     )
     try:
         _wait_until_started(serving, workers)

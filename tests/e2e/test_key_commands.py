@@ -1,5 +1,5 @@
 """`relay keys` in one process, `relay serve` in another: what the command changes is
-what the next request meets, with nothing cached in between."""
+what the next request meets, though the server keeps the keys it authenticated."""
 
 from __future__ import annotations
 

@@ -45,12 +45,11 @@ _RESTRICT_KEY = Sql(
     " AND (expires_at IS NULL OR expires_at > :now)"
     f" RETURNING {_KEY_COLUMNS}"
 )
-# The one read of every request, by the key's unique hash. The raw key never reaches SQL:
-# it is found by its SHA-256, so timing reveals nothing about how much of a guess matched.
-# Revoked and expired keys are read too, so that their refusal can be noted.
-# The columns are named apart so that a route's own first statement can read them with
-# its rows (`verifications.check_store`: a check authenticates in its read).
-FOUND_KEY_COLUMNS = (
+# The read of a key this process does not keep (`key_cache`), by the key's unique hash.
+# The raw key never reaches SQL: it is found by its SHA-256, so timing reveals nothing
+# about how much of a guess matched. Revoked and expired keys are read too, so that
+# their refusal can be noted (and kept: a revocation is for good).
+_FOUND_KEY_COLUMNS = (
     "k.id AS key_id, k.account_id AS key_account_id, k.livemode AS key_livemode,"
     " k.revoked_at AS key_revoked_at, k.expires_at AS key_expires_at,"
     " k.networks AS key_networks, ka.brand AS account_brand,"
@@ -59,10 +58,10 @@ FOUND_KEY_COLUMNS = (
     " EXISTS (SELECT 1 FROM account_templates kt WHERE kt.account_id = ka.id)"
     " AS account_has_templates"
 )
-KEY_AND_ACCOUNT = "api_keys k JOIN accounts ka ON ka.id = k.account_id"
-# Neither revoked nor past its roll at `:now` (`access.refusal` decides, this only narrows).
-KEY_UNREVOKED = "k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > :now)"
-_FIND_KEY = Sql(f"SELECT {FOUND_KEY_COLUMNS} FROM {KEY_AND_ACCOUNT} WHERE k.key_hash = :hash")
+_FIND_KEY = Sql(
+    f"SELECT {_FOUND_KEY_COLUMNS} FROM api_keys k JOIN accounts ka ON ka.id = k.account_id"
+    " WHERE k.key_hash = :hash"
+)
 _NOTE_USE = Sql("UPDATE api_keys SET last_used_at = :now WHERE id = :id")
 _NOTE_REFUSAL = Sql(
     "UPDATE api_keys SET last_refused_at = :now, last_refused_reason = :reason WHERE id = :id"
@@ -160,11 +159,10 @@ async def restrict_key(
 
 async def find_key(tx: Tx, key_hash: str) -> FoundKey | None:
     row = await tx.fetchrow(_FIND_KEY, {"hash": key_hash})
-    return None if row is None else found_key(row)
+    return None if row is None else _found_key(row)
 
 
-def found_key(row: Row) -> FoundKey:
-    """The key of a row read with FOUND_KEY_COLUMNS."""
+def _found_key(row: Row) -> FoundKey:
     allowed = document(row["account_allowed_countries"])
     caller = Caller(
         account_id=row["key_account_id"],

@@ -15,6 +15,7 @@ from relay.accounts.access import (
     refusal,
     stored_networks,
 )
+from relay.accounts.key_cache import KeyCache, changing_keys
 from relay.accounts.known_keys import KnownKeys
 from relay.accounts.models import (
     MAX_ACTIVE_KEYS_PER_MODE,
@@ -32,6 +33,7 @@ from relay.accounts.notes import KeyNotes
 from relay.clock import Clock
 from relay.config import IpNetwork
 from relay.crypto import Keyring, generate_secret, hash_api_key
+from relay.db.changes import KEYS
 from relay.db.driver import Db
 from relay.db.limits import check_length
 from relay.db.sql import Tx
@@ -61,7 +63,18 @@ class AccountService:
         self._keyring = keyring
         self._clock = clock
         self._notes = KeyNotes(db)
-        self.known = KnownKeys(self._valid_key_hashes)
+        self.cache = KeyCache(db.changes(KEYS))
+        # One notion of the keys this process knows: those it keeps, and the gate's
+        # snapshot of every valid key.
+        self.known = KnownKeys(self._valid_key_hashes, kept=self._kept_valid)
+
+    async def start(self) -> bool:
+        """Begin hearing of key changes made by other processes (`key_cache`), so that
+        keys are kept from the first requests on; whether they are heard yet."""
+        return await self.cache.start()
+
+    def _kept_valid(self, key_hash: str) -> bool:
+        return self.cache.holds_valid(key_hash, self._clock.now())
 
     async def _valid_key_hashes(self) -> list[str]:
         now = self._clock.now()
@@ -104,8 +117,8 @@ class AccountService:
         self, account_id: str, countries: frozenset[str] | None
     ) -> None:
         """Geo permissions: sends to other countries are refused before any cost."""
-        if not await self._db.write(
-            lambda tx: store.set_allowed_countries(tx, account_id, countries)
+        if not await changing_keys(
+            self._db, lambda tx: store.set_allowed_countries(tx, account_id, countries)
         ):
             raise ResourceMissing(f"No account {account_id}.")
 
@@ -139,9 +152,12 @@ class AccountService:
         return found
 
     async def revoke_key(self, key_id: str) -> ApiKey:
-        """Refused from the next request on, by every process: nothing caches a key."""
+        """Refused from the next request on, by every process: each drops what it kept
+        before this returns (`key_cache`)."""
         now = self._clock.now()
-        revoked = await self._db.write(lambda tx: key_store.revoke_key(tx, key_id, now=now))
+        revoked = await changing_keys(
+            self._db, lambda tx: key_store.revoke_key(tx, key_id, now=now)
+        )
         if revoked is None:
             raise ResourceMissing(f"No active key {key_id}.")
         return revoked
@@ -162,7 +178,7 @@ class AccountService:
             networks = None if previous.networks is None else list(previous.networks)
             return await _insert_key(tx, previous.account_id, raw, now, networks), previous
 
-        key, previous = await self._db.write(work)
+        key, previous = await changing_keys(self._db, work)
         # A unit may run again after a retry: the secret is the one of the run that committed.
         return RolledKey(key, secrets[-1], previous)
 
@@ -170,25 +186,32 @@ class AccountService:
         """Only requests from `networks` may use the key (None: from anywhere)."""
         now = self._clock.now()
         stored = stored_networks(networks)
-        restricted = await self._db.write(
-            lambda tx: key_store.restrict_key(tx, key_id, stored, now=now)
+        restricted = await changing_keys(
+            self._db, lambda tx: key_store.restrict_key(tx, key_id, stored, now=now)
         )
         if restricted is None:
             raise ResourceMissing(f"No active key {key_id}.")
         return restricted
 
     async def authenticate(self, raw_key: str | None, client: IpAddress | None = None) -> Caller:
-        """The caller, from the one lookup of every request; `client` is the request's
-        address (the TCP peer, or what a trusted proxy says)."""
+        """The caller; `client` is the request's address (the TCP peer, or what a trusted
+        proxy says). A key this process authenticated before costs no statement
+        (`key_cache`); any other, the one lookup, outside any transaction."""
         key_hash = _presented_hash(raw_key)
-        # One statement, outside any transaction: this runs on every request.
-        found = await self._db.read(lambda tx: key_store.find_key(tx, key_hash))
+        cache = self.cache
+        found = cache.get(key_hash)
+        if found is None:
+            epoch = cache.epoch
+            found = await self._db.read(lambda tx: key_store.find_key(tx, key_hash))
+            if found is not None:
+                cache.keep(key_hash, found, epoch)
         return await self._accepted(found, key_hash, client)
 
     async def is_known_key(self, raw_key: str | None) -> bool:
         """Whether `raw_key` is well formed and a key this process knows to be valid
-        (`known_keys`): no read of its own, at most one snapshot a second between all
-        callers. For clients over a failure budget; `authenticate` still decides."""
+        (one it keeps, or one in the `known_keys` snapshot): no read of its own, at most
+        one snapshot a second between all callers. For clients over a failure budget;
+        `authenticate` still decides."""
         if raw_key is None or key_mode(raw_key) is None:
             return False
         return await self.known.knows(hash_api_key(raw_key))
@@ -209,7 +232,6 @@ class AccountService:
                 self.known.forget(key_hash)
             await self._notes.refused(found.caller.key_id, reason, now)
             raise AuthenticationFailed()
-        self.known.learn(key_hash)
         await self._notes.used(found.caller.key_id, now)
         return found.caller
 

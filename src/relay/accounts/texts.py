@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from relay.accounts import store, template_store
+from relay.accounts.key_cache import changing_keys
 from relay.accounts.template_store import AccountTemplate
 from relay.clock import Clock
 from relay.db.driver import Db
@@ -71,7 +72,8 @@ class AccountTexts:
             segments = sms_segments(text, brand=brand) if channel == "sms" else None
             return SavedText(saved, segments)
 
-        return await self._db.write(work)
+        # Whether the account has texts of its own is part of every kept key record.
+        return await changing_keys(self._db, work)
 
     def _check_segments(self, text: str, brand: str, webotp_domain: str | None) -> None:
         most = longest_segments(text, brand=brand, webotp_domain=webotp_domain)
@@ -98,7 +100,7 @@ class AccountTexts:
             await _brand(tx, account_id)
             return await template_store.delete(tx, account_id, channel=channel, locale=tag)
 
-        if not await self._db.write(work):
+        if not await changing_keys(self._db, work):
             raise ResourceMissing(f"No {channel} text for {tag} on {account_id}.", param="locale")
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from relay.db import postgres
+from relay.db.changes import Changes
 from relay.db.group_commit import MAX_BATCH, T, Unit
 from relay.db.postgres import PostgresDb
 from relay.db.sql import Dialect, Trace
@@ -36,6 +37,11 @@ class Db(Protocol):
 
     def listen(self, channel: str, callback: Callable[[], None]) -> None:
         """Call `callback` after every commit of a unit that notified `channel`."""
+        ...
+
+    def changes(self, kind: str) -> Changes:
+        """How this process hears of changes to records of `kind` it keeps
+        (`relay.db.changes`); the same object for every call."""
         ...
 
     def trace(self, trace: Trace | None) -> None:

@@ -16,7 +16,9 @@ from typing import Any
 
 import asyncpg
 
+from relay.db.changes import Changes, local_channel
 from relay.db.group_commit import RETRIES, Batched, GroupCommit, T, Unit
+from relay.db.listener import PostgresChanges
 from relay.db.sql import (
     Channels,
     DatabaseUnavailable,
@@ -235,6 +237,15 @@ class PostgresDb(Batched):
         self._trace: Trace | None = None
         self._sessions = [PostgresSession(self._dsn) for _ in range(writers)]
         self._group = GroupCommit(list(self._sessions), max_batch=max_batch)
+        self._changes: dict[str, PostgresChanges] = {}
+
+    def changes(self, kind: str) -> Changes:
+        found = self._changes.get(kind)
+        if found is None:
+            found = PostgresChanges(kind, self._dsn, read=self.read, tx=PostgresTx)
+            self._changes[kind] = found
+            self._group.listen(local_channel(kind), found.changed)
+        return found
 
     def trace(self, trace: Trace | None) -> None:
         self._trace = trace
@@ -272,6 +283,8 @@ class PostgresDb(Batched):
         return self._readers.acquire()
 
     async def close(self) -> None:
+        for changes in self._changes.values():
+            await changes.close()
         await self._group.close()
         for session in self._sessions:
             with contextlib.suppress(Exception):

@@ -16,9 +16,10 @@ import asyncio
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from relay.db.changes import GENERATION, Changes, local_channel
 from relay.db.group_commit import MAX_BATCH, Batched, GroupCommit, T, Unit
 from relay.db.sql import (
     Channels,
@@ -179,6 +180,14 @@ class SqliteDb(Batched):
         self._checkpointer = Checkpointer(path)
         self._session = SqliteSession(self._writer, self._checkpointer)
         self._group = GroupCommit([self._session], max_batch=max_batch)
+        self._changes: dict[str, SqliteChanges] = {}
+
+    def changes(self, kind: str) -> Changes:
+        found = self._changes.get(kind)
+        if found is None:
+            found = self._changes[kind] = SqliteChanges(kind, self._writer, self._reader)
+            self._group.listen(local_channel(kind), found.changed)
+        return found
 
     def trace(self, trace: Trace | None) -> None:
         self._reader.trace = self._session.tx.trace = trace
@@ -199,10 +208,67 @@ class SqliteDb(Batched):
             reader.execute("COMMIT")
 
     async def close(self) -> None:
+        for changes in self._changes.values():
+            await changes.close()
         await self._group.close()
         self._checkpointer.stop()
         self._writer.close()
         self._reader.connection.close()
+
+
+class SqliteChanges:
+    """Changes to one kind of kept record, heard through the writer connection.
+
+    `PRAGMA data_version` on a connection moves when another connection (another
+    process, or this one's checkpointer) committed since it was last asked, and
+    never for the connection's own commits. The writer makes every commit of this
+    process, so under this process's own writes it stays still; it costs a read
+    lock on the WAL index and no I/O. Only when it moved is the kind's counter
+    read (one statement, on the reader, which sees only what is committed), and
+    only when that moved is what was kept dropped. This process's own changes
+    drop it at their commit (`changed`, through the unit's notify).
+    """
+
+    def __init__(self, kind: str, writer: sqlite3.Connection, reader: SqliteTx) -> None:
+        self._kind = kind
+        # A cursor of its own, with plain tuples: asked on every request.
+        self._cursor = writer.cursor()
+        self._cursor.row_factory = None
+        self._reader = reader
+        self._version: int | None = None
+        self._generation: int | None = None
+        self._callbacks: list[Callable[[], None]] = []
+
+    def on_change(self, callback: Callable[[], None]) -> None:
+        self._callbacks.append(callback)
+
+    def changed(self) -> None:
+        for callback in self._callbacks:
+            callback()
+
+    async def start(self) -> bool:
+        return self.fresh()
+
+    def fresh(self) -> bool:
+        with _translated:
+            (version,) = self._cursor.execute("PRAGMA data_version").fetchone()
+            if version == self._version:
+                return True
+            # Asked before the counter: a commit in between moves the version again.
+            args = self._reader.bound(GENERATION, {"name": self._kind})
+            row = self._reader.connection.execute(GENERATION.sqlite, args).fetchone()
+        self._version = version
+        generation = None if row is None else int(row["generation"])
+        if generation != self._generation or generation is None:
+            self._generation = generation
+            self.changed()
+        return True
+
+    async def settled(self, generation: int) -> None:
+        """Every process asks at its next request: nothing to wait for."""
+
+    async def close(self) -> None:
+        self._callbacks.clear()
 
 
 class Checkpointer:

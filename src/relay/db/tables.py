@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Column,
     ForeignKey,
@@ -382,4 +383,13 @@ callback_nonces = Table(
     Column("nonce", String(128), primary_key=True),
     Column("expires_at", UtcDateTime, nullable=False),
     Index("ix_callback_nonces_expires", "expires_at"),
+)
+
+# What processes keep in memory, one counter per kind (`relay.db.changes`): every change
+# to a kept record adds one in its own transaction. Only the row `keys` exists.
+cache_generations = Table(
+    "cache_generations",
+    metadata,
+    Column("name", String(40), primary_key=True),
+    Column("generation", BigInteger, nullable=False),
 )

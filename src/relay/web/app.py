@@ -49,6 +49,7 @@ def create_app(services: Services, *, background: bool = True) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         sends = background and services.settings.serve_background
         await services.delivery.start(dispatch=sends)
+        await services.accounts.start()
         work = Background(services) if sends else None
         if work is not None:
             work.start()

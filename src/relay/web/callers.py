@@ -28,7 +28,9 @@ def bearer_token(scope: Scope) -> str | None:
 async def scope_caller(scope: Scope, services: Services) -> Caller | None:
     """The caller, or None when the key is missing, wrong, or refused from this address:
     the route then answers 401 itself, so middleware never shapes authentication errors.
-    Kept for this request only: a revoked key is refused from the next one on."""
+    Kept in the scope for this request only; the key's record is kept by the process
+    until it changes (`accounts.key_cache`), so a revoked key is refused from the next
+    request on."""
     if _SCOPE_KEY not in scope:
         client = client_address(scope, services.settings.trusted_proxies)
         try:

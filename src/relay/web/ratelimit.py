@@ -184,7 +184,8 @@ class RateLimitMiddleware:
     authenticated as usual when its key is one this process knows to be valid
     (`accounts.known_keys`), and refused with 429 before any lookup otherwise, so a
     guess costs no database read. Under budget, nothing changes for a valid key:
-    one look-up in the window, then its one read.
+    one look-up in the window, then its authentication (no read for a key this
+    process keeps, `accounts.key_cache`).
     """
 
     def __init__(self, app: ASGIApp, *, services: Services) -> None:
