@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from relay.accounts.models import Caller
 from relay.db.sql import Row, Sql, Tx, moment
-from relay.sms.custom import NO_TEMPLATES, CustomTemplates, names_brand
+from relay.sms.custom import CustomTemplates, names_brand
 
 
 def has_templates(account: str) -> str:
@@ -70,11 +69,6 @@ async def list_templates(tx: Tx, account_id: str) -> list[AccountTemplate]:
 async def load(tx: Tx, account_id: str) -> CustomTemplates:
     found = await list_templates(tx, account_id)
     return CustomTemplates.of({(t.channel, t.locale): t.text for t in found})
-
-
-async def own_texts(tx: Tx, caller: Caller) -> CustomTemplates:
-    """The caller's account's texts; no statement for an account without any."""
-    return await load(tx, caller.account_id) if caller.has_templates else NO_TEMPLATES
 
 
 async def put(
