@@ -213,3 +213,12 @@ def test_an_email_subject_ends_with_the_code_in_every_language(locale: str) -> N
 def test_email_subjects_differ_between_languages() -> None:
     subjects = {render_subject(locale=lo, brand="Acme", code="1234") for lo in SUPPORTED_LOCALES}
     assert len(subjects) == len(SUPPORTED_LOCALES)
+
+
+def test_a_brand_is_sanitized_once_however_many_codes_it_sends() -> None:
+    brand = "  Once \t Only  "
+    before = sanitize_brand.cache_info().misses
+    bodies = {render_sms(locale="en", brand=brand, code=f"{n:06d}") for n in range(3)}
+    assert sanitize_brand(brand) == "Once Only"
+    assert len(bodies) == 3
+    assert sanitize_brand.cache_info().misses == before + 1
