@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from relay.db.sql import Sql, bind, document, moment, values
 
@@ -51,3 +53,21 @@ def test_naive_datetimes_are_refused() -> None:
 
 def test_json_values_round_trip_as_text() -> None:
     assert document(bind({"a": ["b", 1]}, "postgresql")) == {"a": ["b", 1]}
+
+
+@given(st.datetimes(timezones=st.just(UTC)))
+def test_a_datetime_reads_back_from_sqlites_text_as_it_was_written(at: datetime) -> None:
+    assert moment(bind(at, "sqlite")) == at
+    assert moment(bind(at, "sqlite")).tzinfo is UTC
+
+
+@given(st.builds(datetime.isoformat, st.datetimes(), st.sampled_from(" T")))
+@example("2026-11-28")
+@example("2026-11-28 10:11")
+@example("2026-11-28T10:11:12Z")
+@example("2026-11-28 10:11:12+02:00")
+@example("2026-11-28+05:00")
+def test_any_text_of_a_datetime_reads_as_that_time_in_utc(text: str) -> None:
+    expected = datetime.fromisoformat(text).replace(tzinfo=UTC)
+    assert moment(text) == expected
+    assert moment(text).tzinfo is UTC
