@@ -8,7 +8,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from relay.db.sql import Sql, bind, document, moment, values
+from relay.db.sql import Dialect, Sql, bind, document, moment, values
 
 
 def test_parameters_become_numbered_for_each_driver() -> None:
@@ -53,6 +53,18 @@ def test_naive_datetimes_are_refused() -> None:
 
 def test_json_values_round_trip_as_text() -> None:
     assert document(bind({"a": ["b", 1]}, "postgresql")) == {"a": ["b", 1]}
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_values_come_in_the_drivers_order_each_in_the_drivers_form(dialect: Dialect) -> None:
+    at = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    statement = Sql("SELECT :b, :a, :at, :doc, :b, :none, :flag, :raw")
+    params = {"a": 1, "b": "x", "at": at, "doc": {"k": [1]}, "none": None, "flag": True}
+    params |= {"raw": b"\x00", "unused": object()}
+    expected = ("x", 1, bind(at, dialect), '{"k": [1]}', None, True, b"\x00")
+    assert values(statement, params, dialect) == expected
+    assert values(Sql("SELECT :only"), {"only": at}, dialect) == (bind(at, dialect),)
+    assert values(Sql("SELECT 1"), None, dialect) == ()
 
 
 @given(st.datetimes(timezones=st.just(UTC)))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -61,16 +62,33 @@ def _numbered(text: str, mark: str) -> tuple[str, tuple[str, ...]]:
     return _TOKENS.sub(number, text), tuple(names)
 
 
+Take = Callable[[Params], tuple[Any, ...]]
+
+
 class Sql:
     """One statement, rendered for each driver when it is declared."""
 
-    __slots__ = ("names", "postgres", "postgres_names", "sqlite", "text")
+    __slots__ = (
+        "converted",
+        "names",
+        "postgres",
+        "postgres_names",
+        "sqlite",
+        "take_postgres",
+        "take_sqlite",
+        "text",
+    )
 
     def __init__(self, text: str, *, postgres: str | None = None) -> None:
         self.text = " ".join(text.split())
         self.sqlite, self.names = _numbered(self.text, "?")
         pg_text = self.text if postgres is None else " ".join(postgres.split())
         self.postgres, self.postgres_names = _numbered(pg_text, "$")
+        # The parameters' values in the driver's order, by one C call (`values`).
+        self.take_sqlite = _taker(self.names)
+        self.take_postgres = _taker(self.postgres_names)
+        # The dialects for which a value of this statement has needed `bind`'s mapping.
+        self.converted: set[Dialect] = set()
 
     def __repr__(self) -> str:
         return f"Sql({self.text!r})"
@@ -180,12 +198,32 @@ def _sqlite_text(value: datetime) -> str:
 
 
 def values(statement: Sql, params: Params | None, dialect: Dialect) -> tuple[Any, ...]:
-    names = statement.names if dialect == "sqlite" else statement.postgres_names
+    if dialect == "sqlite":
+        names, take = statement.names, statement.take_sqlite
+    else:
+        names, take = statement.postgres_names, statement.take_postgres
     if not names:
         return ()
     if params is None:
         raise KeyError(f"{statement!r} needs {', '.join(names)}")
-    return tuple([bind(params[name], dialect) for name in names])
+    taken = take(params)
+    # Every statement binds its values, most of them already the driver's: the types
+    # are checked in one set operation while they all have been; a statement that has
+    # bound another (a datetime, a document) maps each value that is not.
+    if dialect not in statement.converted:
+        if _AS_IS.issuperset(map(type, taken)):
+            return taken
+        statement.converted.add(dialect)
+    as_is = _AS_IS
+    return tuple([value if type(value) in as_is else bind(value, dialect) for value in taken])
+
+
+def _taker(names: tuple[str, ...]) -> Take:
+    if len(names) == 1:
+        name = names[0]
+        return lambda params: (params[name],)
+    # itemgetter of no names would take nothing; `values` never calls it then.
+    return operator.itemgetter(*names) if names else lambda params: ()
 
 
 def moment(value: Any) -> datetime:
