@@ -83,3 +83,12 @@ def test_any_text_of_a_datetime_reads_as_that_time_in_utc(text: str) -> None:
     expected = datetime.fromisoformat(text).replace(tzinfo=UTC)
     assert moment(text) == expected
     assert moment(text).tzinfo is UTC
+
+
+def test_a_datetime_from_the_driver_reads_as_aware_utc() -> None:
+    paris = timezone(timedelta(hours=1))
+    at = datetime(2026, 3, 1, 13, 0, tzinfo=paris)
+    assert moment(at) == at
+    assert moment(at).tzinfo is UTC
+    assert moment(at.astimezone(UTC)) == at
+    assert moment(datetime(2026, 3, 1, 12, 0)) == datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -240,6 +240,8 @@ def moment(value: Any) -> datetime:
         return datetime.fromisoformat(value).replace(tzinfo=UTC)
     if not isinstance(value, datetime):
         raise TypeError(f"not a datetime: {value!r}")
+    if value.tzinfo is UTC:  # asyncpg's timestamptz: already the answer
+        return value
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
