@@ -10,7 +10,6 @@ throttle (written queued, postponed), or at the first answer that ends the send.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TypeGuard
@@ -126,11 +125,11 @@ def _answered(
     planned: Plan,
     now: datetime,
 ) -> Job | None:
-    attempt = dataclasses.replace(job.attempt, carrier_message_id=receipt.carrier_message_id)
+    attempt, carrier_message_id = job.attempt, receipt.carrier_message_id
     segments = receipt.billed(job.sms.body)
     final = receipt.final
     if final is not None and final.status == "delivered":
-        delivered = dataclasses.replace(attempt, status=AttemptStatus.DELIVERED)
+        delivered = attempt.answered(AttemptStatus.DELIVERED, carrier_message_id)
         planned.attempts.append(NewAttempt(delivered, segments=segments))
         planned.answers.append(Answer(attempt.id, "delivered"))
         return None
@@ -138,7 +137,7 @@ def _answered(
     if final is None:
         timeout = carriers.receipt_timeout(attempt.carrier, leases.receipt_timeout)
         due = now + timedelta(seconds=timeout)
-        sent = dataclasses.replace(attempt, status=AttemptStatus.SENT)
+        sent = attempt.answered(AttemptStatus.SENT, carrier_message_id)
         planned.attempts.append(NewAttempt(sent, report_due_at=due, segments=segments))
         return None
     failure = routing.after_failure(
@@ -161,9 +160,7 @@ def _failed(
     *,
     segments: int | None = None,
 ) -> Job | None:
-    attempt = dataclasses.replace(
-        job.attempt, status=AttemptStatus.FAILED, carrier_message_id=carrier_message_id
-    )
+    attempt = job.attempt.answered(AttemptStatus.FAILED, carrier_message_id)
     planned.attempts.append(NewAttempt(attempt, error=failure.error, segments=segments))
     position = failure.next_position
     planned.answers.append(Answer(attempt.id, "failed", last=position is None))

@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from relay.clock import isoformat
+from relay.records import changed
 
 
 class AttemptStatus(StrEnum):
@@ -26,6 +27,9 @@ class Attempt:
     error: dict[str, Any] | None
     livemode: bool
     channel: str = "sms"
+
+    def with_status(self, status: AttemptStatus) -> Attempt:
+        return changed(self, status=status)
 
     def to_api(self) -> dict[str, Any]:
         return {

@@ -10,7 +10,6 @@ and are handed to `Delivery` by the composition root (`relay.services`).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -169,7 +168,7 @@ def as_answered(attempts: tuple[Attempt, ...], answer: Answer) -> tuple[Attempt,
     shown: list[Attempt] = []
     for attempt in attempts:
         if attempt.id == answer.attempt_id:
-            shown.append(dataclasses.replace(attempt, status=_SHOWN[answer.outcome]))
+            shown.append(attempt.with_status(_SHOWN[answer.outcome]))
             break
         shown.append(attempt)
     return tuple(shown)

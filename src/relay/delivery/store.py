@@ -17,6 +17,7 @@ from relay.db.sql import Row, Sql, Tx, document
 from relay.delivery.attempts import Attempt, AttemptStatus
 from relay.delivery.owners import OwnerRef
 from relay.ids import new_id
+from relay.records import changed
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,10 @@ class AttemptRow:
     @property
     def channel(self) -> Channel:
         return self.channels[self.position]
+
+    def answered(self, status: AttemptStatus, carrier_message_id: str | None) -> AttemptRow:
+        """As a carrier's answer leaves it, before it is written."""
+        return changed(self, status=status, carrier_message_id=carrier_message_id)
 
     @property
     def fallback_channel(self) -> bool:

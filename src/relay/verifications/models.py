@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -21,6 +20,7 @@ from relay.errors import (
     VerificationClosed,
     VerificationExpired,
 )
+from relay.records import changed
 
 __all__ = ["Attempt", "AttemptStatus", "Status", "Verification"]
 
@@ -60,6 +60,9 @@ class Verification:
     attempts: tuple[Attempt, ...] = ()
     # The channels its latest send asked for, in order (a resend asks again).
     channels: tuple[Channel, ...] = ("sms",)
+
+    def with_attempts(self, attempts: tuple[Attempt, ...]) -> Verification:
+        return changed(self, attempts=attempts)
 
     @property
     def channel(self) -> str:
@@ -106,10 +109,10 @@ class Verification:
 def just_sent(verification: Verification, attempt_id: str, now: datetime) -> dict[str, Any]:
     """As events show it when `attempt_id` was sent, before that attempt's receipt."""
     attempts = tuple(
-        dataclasses.replace(a, status=AttemptStatus.SENT) if a.id == attempt_id else a
+        a.with_status(AttemptStatus.SENT) if a.id == attempt_id else a
         for a in verification.attempts
     )
-    return dataclasses.replace(verification, attempts=attempts).to_api(now)
+    return verification.with_attempts(attempts).to_api(now)
 
 
 def _iso_or_none(moment: datetime | None) -> str | None:
