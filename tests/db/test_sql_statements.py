@@ -92,3 +92,19 @@ def test_a_datetime_from_the_driver_reads_as_aware_utc() -> None:
     assert moment(at).tzinfo is UTC
     assert moment(at.astimezone(UTC)) == at
     assert moment(datetime(2026, 3, 1, 12, 0)) == datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+@given(
+    st.datetimes(
+        min_value=datetime(1, 1, 2),
+        max_value=datetime(9999, 12, 30),
+        timezones=st.sampled_from([UTC, timezone(timedelta(hours=-9, minutes=-30))]),
+    )
+)
+@example(datetime(1, 1, 2, tzinfo=UTC))
+@example(datetime(1969, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC))
+@example(datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
+def test_sqlites_text_of_a_datetime_is_its_utc_time_to_the_microsecond(at: datetime) -> None:
+    expected = at.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+    assert bind(at, "sqlite") == expected
+    assert bind(at + timedelta(microseconds=1), "sqlite") > expected

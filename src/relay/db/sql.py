@@ -193,8 +193,27 @@ def bind(value: Any, dialect: Dialect) -> Any:
 @functools.lru_cache(maxsize=256)
 def _sqlite_text(value: datetime) -> str:
     """The text SQLAlchemy's DATETIME wrote into rows of earlier versions: sortable, so
-    range conditions compare it as text. Cached: a unit binds its `now` many times."""
-    return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+    range conditions compare it as text. Cached: a unit binds its `now` many times.
+
+    A unit binds a few moments of its own (now, an expiry, a window's start), each
+    missing the cache: the text up to the second is kept per second, and only the
+    microseconds are written for each (a datetime's `isoformat` costs three times it)."""
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    since = value - _EPOCH
+    second = since.days * 86_400 + since.seconds
+    head = _SECONDS.get(second)
+    if head is None:
+        if len(_SECONDS) >= _SECONDS_KEPT:
+            _SECONDS.clear()
+        head = _SECONDS[second] = value.isoformat(" ", "seconds")[:19]
+    return f"{head}.{value.microsecond:06d}"
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# "YYYY-MM-DD HH:MM:SS" by second since the epoch: a process binds a few each second.
+_SECONDS: dict[int, str] = {}
+_SECONDS_KEPT = 4096
 
 
 def values(statement: Sql, params: Params | None, dialect: Dialect) -> tuple[Any, ...]:
