@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 from hypothesis import example, given
@@ -61,7 +63,7 @@ def test_values_come_in_the_drivers_order_each_in_the_drivers_form(dialect: Dial
     statement = Sql("SELECT :b, :a, :at, :doc, :b, :none, :flag, :raw")
     params = {"a": 1, "b": "x", "at": at, "doc": {"k": [1]}, "none": None, "flag": True}
     params |= {"raw": b"\x00", "unused": object()}
-    expected = ("x", 1, bind(at, dialect), '{"k": [1]}', None, True, b"\x00")
+    expected = ("x", 1, bind(at, dialect), '{"k":[1]}', None, True, b"\x00")
     assert values(statement, params, dialect) == expected
     assert values(Sql("SELECT :only"), {"only": at}, dialect) == (bind(at, dialect),)
     assert values(Sql("SELECT 1"), None, dialect) == ()
@@ -108,3 +110,41 @@ def test_sqlites_text_of_a_datetime_is_its_utc_time_to_the_microsecond(at: datet
     expected = at.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
     assert bind(at, "sqlite") == expected
     assert bind(at + timedelta(microseconds=1), "sqlite") > expected
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF)),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text() | st.integers(-5, 5), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+def same(found: Any, expected: Any) -> bool:
+    """Equal, NaN and all (repr tells NaN, -0.0 and the types apart)."""
+    return repr(found) == repr(expected)
+
+
+@given(st.dictionaries(st.text(), json_values, max_size=4) | st.lists(json_values, max_size=4))
+@example({"id": 2**70, "big": -(2**64)})
+@example([float("nan"), float("inf"), "\ud800"])
+@example({1: "a", None: "b"})
+def test_a_json_value_is_written_as_json_reads_it_and_read_as_json_reads_the_text(
+    value: dict[Any, Any] | list[Any],
+) -> None:
+    text = bind(value, "sqlite")
+    assert same(json.loads(text), json.loads(json.dumps(value)))
+    assert same(document(text), json.loads(text))
+    assert same(document(json.dumps(value)), json.loads(json.dumps(value)))
+    assert same(document(json.dumps(value).encode("utf-8", "surrogatepass")), json.loads(text))
+
+
+def test_what_json_cannot_write_is_refused_as_before() -> None:
+    with pytest.raises(TypeError):
+        bind({"at": datetime(2026, 1, 1, tzinfo=UTC)}, "sqlite")
