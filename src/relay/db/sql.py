@@ -289,19 +289,38 @@ def document(value: Any) -> Any:
     """A JSON column: text on SQLite and for PostgreSQL's `json` through asyncpg.
 
     Read by orjson, which gives `json.loads`' answer for any text it reads, except an
-    integer past 64 bits (a float to orjson), which needs 19 digits in a row: such a
-    text, and any orjson refuses (NaN, a lone surrogate), is `json.loads`' to read."""
+    integer past 64 bits (a float to orjson): a text read with a float in it, and any
+    orjson refuses (NaN, a lone surrogate), is `json.loads`' to read."""
     if isinstance(value, str | bytes):
-        if _LONG_NUMBER.search(value if isinstance(value, str) else value.decode("latin-1")):
-            return json.loads(value)
         try:
-            return orjson.loads(value)
+            found = orjson.loads(value)
         except orjson.JSONDecodeError:
             return json.loads(value)
+        kind = type(found)
+        if kind is dict:
+            flat = _FLAT.issuperset(map(type, found.values()))
+        else:
+            flat = kind is list and _FLAT.issuperset(map(type, found))
+        return found if flat or _floatless(found) else json.loads(value)
     return value
 
 
-_LONG_NUMBER = re.compile(r"[0-9]{19}")
+def _floatless(found: Any) -> bool:
+    """No float anywhere in a decoded document (the columns' lists and dicts hold none)."""
+    kind = type(found)
+    if kind is dict:
+        items = found.values()
+    elif kind is list:
+        items = found
+    else:
+        return kind is not float
+    kinds = set(map(type, items))
+    if kinds <= _FLAT:
+        return True
+    return float not in kinds and all(map(_floatless, items))
+
+
+_FLAT = frozenset({str, int, bool, type(None)})
 
 
 def flag(value: Any) -> bool:
