@@ -18,6 +18,10 @@ class AttemptStatus(StrEnum):
     FAILED = "failed"
 
 
+# An enum's `.value` is a Python property; every answer shows each attempt's.
+_STATUS_TEXT = {status: status.value for status in AttemptStatus}
+
+
 @dataclass(frozen=True)
 class Attempt:
     id: str
@@ -36,7 +40,7 @@ class Attempt:
             "id": self.id,
             "object": "attempt",
             "livemode": self.livemode,
-            "status": self.status.value,
+            "status": _STATUS_TEXT[self.status],
             "channel": self.channel,
             "carrier": self.carrier,
             "at": isoformat(self.at),
