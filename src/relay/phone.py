@@ -9,6 +9,7 @@ import phonenumbers
 from phonenumbers import COUNTRY_CODE_TO_REGION_CODE, PhoneMetadata, PhoneNumber, PhoneNumberType
 
 from relay.errors import PhoneNumberInvalid, PhoneNumberUnsupported
+from relay.records import fast_init
 
 _E164 = re.compile(r"^\+[1-9]\d{6,14}$")
 # The same in ASCII digits only: what `_parsed` reads without the library's parser.
@@ -31,6 +32,7 @@ _SMS_REACHABLE = frozenset(
 )
 
 
+@fast_init
 @dataclass(frozen=True)
 class Destination:
     """Where a code goes. For the email channel `e164` holds the normalized address,

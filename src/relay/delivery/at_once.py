@@ -22,6 +22,7 @@ from relay.delivery.attempts import AttemptStatus
 from relay.delivery.jobs import Job
 from relay.delivery.owners import Answer
 from relay.delivery.store import NewAttempt
+from relay.records import fast_init
 from relay.sms.encoding import segment_count
 
 
@@ -34,6 +35,7 @@ class Plan:
     throttled: bool = False
 
 
+@fast_init
 @dataclass(frozen=True)
 class Leases:
     owner: str

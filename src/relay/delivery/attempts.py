@@ -8,7 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from relay.clock import isoformat
-from relay.records import changed
+from relay.records import changed, fast_init
 
 
 class AttemptStatus(StrEnum):
@@ -22,6 +22,7 @@ class AttemptStatus(StrEnum):
 _STATUS_TEXT = {status: status.value for status in AttemptStatus}
 
 
+@fast_init
 @dataclass(frozen=True)
 class Attempt:
     id: str

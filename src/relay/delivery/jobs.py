@@ -9,8 +9,10 @@ from datetime import datetime
 from relay.carriers.base import OutboundSms
 from relay.delivery.owners import Draft
 from relay.delivery.store import AttemptRow
+from relay.records import fast_init
 
 
+@fast_init
 @dataclass(frozen=True)
 class Job:
     """An attempt this process holds the lease for, with the SMS to submit."""
@@ -39,6 +41,7 @@ class Job:
         return Job(attempt, sms, self.expires_at)
 
 
+@fast_init
 @dataclass(frozen=True)
 class Step:
     """What recording one answer left: the failover attempt it opened, the owner as loaded."""
@@ -48,6 +51,7 @@ class Step:
     latest: object | None = None
 
 
+@fast_init
 @dataclass(frozen=True)
 class Submitted:
     """Where a send stands: the job still to submit over the network, or none.

@@ -20,6 +20,7 @@ from relay.carriers.base import Passcode
 from relay.crypto import Keyring
 from relay.db.sql import Row, Tx, flag, moment
 from relay.delivery.attempts import Attempt, AttemptStatus
+from relay.records import fast_init
 from relay.sms.custom import NO_TEMPLATES, CustomTemplates, render_text
 from relay.sms.text import sanitize_brand, with_webotp_line
 
@@ -27,12 +28,14 @@ from relay.sms.text import sanitize_brand, with_webotp_line
 Kind = Literal["verification", "message"]
 
 
+@fast_init
 @dataclass(frozen=True)
 class OwnerRef:
     kind: Kind
     id: str
 
 
+@fast_init
 @dataclass(frozen=True)
 class Draft:
     """An owner's SMS before it is given to an attempt. `body` holds the code: never log it."""
@@ -74,6 +77,7 @@ class Draft:
         return cls(to=to, sender=sender, body=body, expires_at=expires_at, passcode=passcode)
 
 
+@fast_init
 @dataclass(frozen=True)
 class Sendable:
     """What an owner's SMS is built from, as its row keeps it. `sealed_code` holds the code."""
@@ -142,6 +146,7 @@ async def drafted(
 Outcome = Literal["sent", "delivered", "failed"]
 
 
+@fast_init
 @dataclass(frozen=True)
 class Answer:
     """What a carrier answered for one attempt, in the order the owner is told.
@@ -174,6 +179,7 @@ def as_answered(attempts: tuple[Attempt, ...], answer: Answer) -> tuple[Attempt,
     return tuple(shown)
 
 
+@fast_init
 @dataclass(frozen=True)
 class OwnerState:
     """An owner as it stood after the change it was told of."""

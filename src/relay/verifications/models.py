@@ -21,7 +21,7 @@ from relay.errors import (
     VerificationClosed,
     VerificationExpired,
 )
-from relay.records import changed
+from relay.records import changed, fast_init
 
 __all__ = ["Attempt", "AttemptStatus", "Status", "Verification"]
 
@@ -37,6 +37,7 @@ class Status(StrEnum):
     MAX_ATTEMPTS_REACHED = "max_attempts_reached"
 
 
+@fast_init
 @dataclass(frozen=True)
 class Verification:
     id: str
@@ -166,6 +167,7 @@ def require_resend_allowed(
         raise ResendTooSoon(retry_after=int(wait) + (0 if wait.is_integer() else 1))
 
 
+@fast_init
 @dataclass(frozen=True)
 class CountedCheck:
     """The verification after a counted check."""
