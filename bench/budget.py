@@ -17,6 +17,8 @@ Usage:
   .venv/bin/python bench/budget.py            # make budget
   .venv/bin/python bench/budget.py --write    # re-measure: the budgets become this count
   .venv/bin/python bench/budget.py --calls 20 --budget /tmp/other.toml
+  .venv/bin/python bench/budget.py --keep /tmp/counted  # callgrind's files kept, one per
+      # operation, for `callgrind_annotate --inclusive=yes /tmp/counted/callgrind.out.N`
 """
 
 from __future__ import annotations
@@ -159,10 +161,12 @@ def verdict(found: list[Row], tolerance: float) -> list[str]:
     return failures
 
 
-def count(budget: Budget) -> dict[str, float]:
-    """Instructions per call of each operation, Relay's and the floor's."""
+def count(budget: Budget, keep: Path | None = None) -> dict[str, float]:
+    """Instructions per call of each operation, Relay's and the floor's; callgrind's
+    files left in `keep` when given."""
     with tempfile.TemporaryDirectory(prefix="relay-budget-") as tmp:
-        out = Path(tmp)
+        out = Path(tmp) if keep is None else keep
+        out.mkdir(parents=True, exist_ok=True)
         args = ["--calls", str(budget.calls), "--warmup", str(budget.warmup)]
         args += ["--concurrency", str(budget.concurrency), "--out", str(out)]
         # Hashes seeded: set and dict orders, and with them the work, the same each run.
@@ -214,12 +218,13 @@ def main() -> None:
     parser.add_argument("--budget", type=Path, default=BUDGET)
     parser.add_argument("--calls", type=int, help="counted calls of each (default: the file's)")
     parser.add_argument("--write", action="store_true", help="set the budgets to this count")
+    parser.add_argument("--keep", type=Path, help="leave callgrind's files in this directory")
     args = parser.parse_args()
     budget = load(args.budget)
     if args.calls:
         budget = Budget(**{**budget.__dict__, "calls": args.calls})
     print(f"relay from {Path(relay.__file__).parent}", flush=True)
-    measured = count(budget)
+    measured = count(budget, args.keep)
     found = rows(budget, measured)
     print(render(found, budget, measured))
     if args.write:

@@ -14,6 +14,7 @@ import logging
 import re
 import sys
 import threading
+import time
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from types import TracebackType
@@ -68,9 +69,12 @@ def masked(text: str) -> str:
 
 
 class KeyValueFormatter(logging.Formatter):
+    # Every request writes a line: its second's text is made once per second.
+    _second: tuple[int, str] = (-1, "")
+
     def format(self, record: logging.LogRecord) -> str:
         fields = " ".join(
-            f"{key}={value}" for key, value in record.__dict__.items() if key not in _STANDARD
+            [f"{key}={value}" for key, value in record.__dict__.items() if key not in _STANDARD]
         )
         stamp = self.formatTime(record)
         line = f"{stamp} {record.levelname.lower()} {record.name} {record.getMessage()}"
@@ -79,6 +83,18 @@ class KeyValueFormatter(logging.Formatter):
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+        """As logging's own (local time, milliseconds), its second's text kept."""
+        if datefmt is not None:
+            return super().formatTime(record, datefmt)
+        second = int(record.created)
+        kept, text = self._second
+        if kept != second:
+            text = time.strftime(self.default_time_format, self.converter(record.created))
+            self._second = (second, text)
+        msec_format = self.default_msec_format
+        return text if msec_format is None else msec_format % (text, record.msecs)
 
 
 class JsonFormatter(logging.Formatter):
@@ -115,6 +131,10 @@ def configure(level: str = "info", log_format: str = "text") -> None:
     """Every log line to stderr, in `log_format`. In JSON mode, what would otherwise
     print text of its own becomes a log line too: Python's warnings, an exception
     nothing caught (in any thread), and the lines `tell` writes."""
+    # No line shows a thread's or a process's name or id: not looked up for each one.
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else KeyValueFormatter())
     root = logging.getLogger()

@@ -75,7 +75,7 @@ def test_the_command_exits_non_zero_on_an_overrun_and_names_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = fabricated(tmp_path)
-    monkeypatch.setattr(budget, "count", lambda _: counted(message=1.05))
+    monkeypatch.setattr(budget, "count", lambda *_: counted(message=1.05))
     monkeypatch.setattr("sys.argv", ["budget.py", "--budget", str(path)])
 
     with pytest.raises(SystemExit) as exited:
@@ -91,7 +91,7 @@ def test_the_command_exits_non_zero_on_an_overrun_and_names_it(
 def test_the_command_passes_when_every_operation_is_within_its_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(budget, "count", lambda _: counted(create=1.01))
+    monkeypatch.setattr(budget, "count", lambda *_: counted(create=1.01))
     monkeypatch.setattr("sys.argv", ["budget.py", "--budget", str(fabricated(tmp_path))])
 
     budget.main()

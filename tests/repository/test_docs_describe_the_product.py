@@ -22,7 +22,11 @@ HISTORY = re.compile(
 )
 # Figures with their own history (rewritten apart), and the console, where a session
 # is a sign-in.
-EXEMPT = (re.compile(r"docs/benchmarks[^/]*\.md"), re.compile(r"src/relay/web/console/.*"))
+EXEMPT = (
+    re.compile(r"docs/benchmarks[^/]*\.md"),
+    re.compile(r"docs/benchmarks/[^/]+\.md"),
+    re.compile(r"src/relay/web/console/.*"),
+)
 
 # [text](target) and ![alt](target), with an optional title; and [label]: target.
 INLINE_LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")

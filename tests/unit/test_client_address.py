@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from relay.web.peers import client_address, is_trusted_peer
+from relay.web.peers import client_address, is_trusted_peer, limit_key
 
 PROXIES = [ipaddress.ip_network("192.0.2.0/24")]
 
@@ -51,3 +51,12 @@ def test_an_ipv4_mapped_peer_is_trusted_as_its_ipv4_address() -> None:
 
 def test_no_peer_is_no_address() -> None:
     assert client_address({"client": None, "headers": []}, PROXIES) is None
+
+
+def test_an_address_read_again_is_the_same_and_counted_under_the_same_key() -> None:
+    first = client_address(scope("2001:db8::7"), PROXIES)
+    again = client_address(scope("2001:db8::7"), PROXIES)
+    assert first == again == address("2001:db8::7")
+    hits = limit_key.cache_info().hits
+    assert limit_key(first) == limit_key(again) == "2001:db8::/64"
+    assert limit_key.cache_info().hits > hits

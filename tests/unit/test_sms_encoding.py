@@ -16,7 +16,11 @@ from relay.sms.encoding import (
     septet_length,
 )
 
-EXTENSION_CHARS = "^{}\\[~]|€"
+EXTENSION_CHARS = "^{}\\[~]|€\f"
+GSM_ALPHABET = (
+    "@£$¥èéùìòÇ\nØø\rÅåΔ_ΦΓΛΩΠΨΣΘΞÆæßÉ !\"#¤%&'()*+,-./0123456789:;<=>?"
+    "¡ABCDEFGHIJKLMNOPQRSTUVWXYZÄÖÑÜ§¿abcdefghijklmnopqrstuvwxyzäöñüà"
+)
 EMOJI = "\U0001f600"  # outside the BMP: two UTF-16 code units
 
 GSM_SAMPLE = ["a", "9", " ", "é", "€", "["]
@@ -195,3 +199,31 @@ def test_segment_count_is_never_below_the_rule_of_thumb(text: str) -> None:
 @given(text=gsm_text)
 def test_encoded_gsm7_has_one_byte_per_septet(text: str) -> None:
     assert len(encode_gsm7(text)) == septet_length(text)
+
+
+def per_character_segments(text: str) -> int:
+    """Segments as the standard counts them, one character at a time."""
+    gsm = all(ch in GSM_ALPHABET or ch in EXTENSION_CHARS for ch in text)
+    sizes = [
+        (2 if ch in EXTENSION_CHARS else 1) if gsm else (2 if ord(ch) > 0xFFFF else 1)
+        for ch in text
+    ]
+    single, part = (160, 153) if gsm else (70, 67)
+    if sum(sizes) <= single:
+        return 1
+    segments, used = 1, 0
+    for size in sizes:
+        if used + size > part:
+            segments, used = segments + 1, 0
+        used += size
+    return segments
+
+
+@given(sms_text | st.text() | st.text(GSM_ALPHABET, min_size=150, max_size=500))
+def test_segment_count_is_the_count_one_character_at_a_time(text: str) -> None:
+    assert segment_count(text) == per_character_segments(text)
+
+
+@pytest.mark.parametrize("text", ["\ud800" * 70, "\ud800" * 71, EMOJI * 35, EMOJI * 36])
+def test_lone_surrogates_and_pairs_count_as_utf16_units(text: str) -> None:
+    assert segment_count(text) == per_character_segments(text)

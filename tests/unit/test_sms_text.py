@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from relay.sms.custom import NO_TEMPLATES
 from relay.sms.encoding import is_gsm7, segment_count, septet_length
-from relay.sms.locales import MalformedLocale, is_valid_bcp47, resolve_locale
+from relay.sms.locales import MalformedLocale, is_valid_bcp47, parse_locale, resolve_locale
 from relay.sms.templates import BUILT_IN_LOCALES
 from relay.sms.text import render_sms, render_subject, sanitize_brand
 
@@ -213,3 +214,24 @@ def test_an_email_subject_ends_with_the_code_in_every_language(locale: str) -> N
 def test_email_subjects_differ_between_languages() -> None:
     subjects = {render_subject(locale=lo, brand="Acme", code="1234") for lo in SUPPORTED_LOCALES}
     assert len(subjects) == len(SUPPORTED_LOCALES)
+
+
+def test_a_brand_is_sanitized_once_however_many_codes_it_sends() -> None:
+    brand = "  Once \t Only  "
+    before = sanitize_brand.cache_info().misses
+    bodies = {render_sms(locale="en", brand=brand, code=f"{n:06d}") for n in range(3)}
+    assert sanitize_brand(brand) == "Once Only"
+    assert len(bodies) == 3
+    assert sanitize_brand.cache_info().misses == before + 1
+
+
+def test_a_language_tag_is_read_once_however_many_messages_use_it() -> None:
+    before = parse_locale.cache_info().misses
+    chosen = {resolve_locale("pt-br") for _ in range(3)}
+    assert chosen == {"pt"}
+    assert parse_locale("pt-br") is parse_locale("pt-br")
+    assert parse_locale.cache_info().misses == before + 1
+
+
+def test_an_account_without_texts_of_its_own_gets_none_in_any_locale() -> None:
+    assert dict(NO_TEMPLATES.for_locale("pt-BR")) == {}

@@ -13,6 +13,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Literal, Protocol, runtime_checkable
 
+from relay.records import fast_init
 from relay.sms.encoding import segment_count
 
 ReportStatus = Literal["delivered", "failed"]
@@ -25,6 +26,7 @@ CHANNELS: tuple[Channel, ...] = ("sms", "whatsapp", "email")
 PHONE_CHANNELS: frozenset[Channel] = frozenset({"sms", "whatsapp"})
 
 
+@fast_init
 @dataclass(frozen=True)
 class Passcode:
     """The code and what its words are made of, for a carrier that writes its own message.
@@ -43,6 +45,7 @@ class Passcode:
     templates: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
+@fast_init
 @dataclass(frozen=True)
 class OutboundSms:
     """One message to submit. `body` and `passcode` hold the code: never log them."""
@@ -58,6 +61,7 @@ class OutboundSms:
     fallback_channel: bool = False
 
 
+@fast_init
 @dataclass(frozen=True)
 class DeliveryReport:
     """What a carrier later says about an SMS it accepted.
@@ -73,6 +77,7 @@ class DeliveryReport:
     at: datetime
 
 
+@fast_init
 @dataclass(frozen=True)
 class SubmitReceipt:
     """The carrier accepted the SMS and named it `carrier_message_id`.

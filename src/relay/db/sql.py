@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
+
+import orjson
 
 Dialect = Literal["sqlite", "postgresql"]
 Params = Mapping[str, Any]
@@ -61,16 +64,33 @@ def _numbered(text: str, mark: str) -> tuple[str, tuple[str, ...]]:
     return _TOKENS.sub(number, text), tuple(names)
 
 
+Take = Callable[[Params], tuple[Any, ...]]
+
+
 class Sql:
     """One statement, rendered for each driver when it is declared."""
 
-    __slots__ = ("names", "postgres", "postgres_names", "sqlite", "text")
+    __slots__ = (
+        "converted",
+        "names",
+        "postgres",
+        "postgres_names",
+        "sqlite",
+        "take_postgres",
+        "take_sqlite",
+        "text",
+    )
 
     def __init__(self, text: str, *, postgres: str | None = None) -> None:
         self.text = " ".join(text.split())
         self.sqlite, self.names = _numbered(self.text, "?")
         pg_text = self.text if postgres is None else " ".join(postgres.split())
         self.postgres, self.postgres_names = _numbered(pg_text, "$")
+        # The parameters' values in the driver's order, by one C call (`values`).
+        self.take_sqlite = _taker(self.names)
+        self.take_postgres = _taker(self.postgres_names)
+        # The dialects for which a value of this statement has needed `bind`'s mapping.
+        self.converted: set[Dialect] = set()
 
     def __repr__(self) -> str:
         return f"Sql({self.text!r})"
@@ -168,32 +188,96 @@ def bind(value: Any, dialect: Dialect) -> Any:
             raise ValueError("naive datetimes are not stored")
         return value if dialect == "postgresql" else _sqlite_text(value)
     if isinstance(value, dict | list):
-        return json.dumps(value)
+        return _json_text(value)
     return value
+
+
+def _json_text(value: dict[Any, Any] | list[Any]) -> str:
+    """The value as JSON text, by orjson (a seventh of `json.dumps`' cost). What orjson
+    refuses or would write otherwise is `json.dumps`' to write or refuse, as before: a
+    key that is not a string, an integer past 64 bits, a datetime, a dataclass, and a
+    NaN or infinity (null to orjson, so any text with a null)."""
+    try:
+        text = orjson.dumps(value, option=_STRICT).decode()
+    except TypeError:  # orjson.JSONEncodeError is one
+        return json.dumps(value)
+    return json.dumps(value) if "null" in text else text
+
+
+_STRICT = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 
 
 @functools.lru_cache(maxsize=256)
 def _sqlite_text(value: datetime) -> str:
     """The text SQLAlchemy's DATETIME wrote into rows of earlier versions: sortable, so
-    range conditions compare it as text. Cached: a unit binds its `now` many times."""
-    return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+    range conditions compare it as text. Cached: a unit binds its `now` many times.
+
+    A unit binds a few moments of its own (now, an expiry, a window's start), each
+    missing the cache: the text up to the second is kept per second, and only the
+    microseconds are written for each (a datetime's `isoformat` costs three times it)."""
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    since = value - _EPOCH
+    second = since.days * 86_400 + since.seconds
+    head = _SECONDS.get(second)
+    if head is None:
+        if len(_SECONDS) >= _SECONDS_KEPT:
+            _SECONDS.clear()
+        head = _SECONDS[second] = value.isoformat(" ", "seconds")[:19]
+    return f"{head}.{value.microsecond:06d}"
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# "YYYY-MM-DD HH:MM:SS" by second since the epoch: a process binds a few each second.
+_SECONDS: dict[int, str] = {}
+_SECONDS_KEPT = 4096
 
 
 def values(statement: Sql, params: Params | None, dialect: Dialect) -> tuple[Any, ...]:
-    names = statement.names if dialect == "sqlite" else statement.postgres_names
+    if dialect == "sqlite":
+        names, take = statement.names, statement.take_sqlite
+    else:
+        names, take = statement.postgres_names, statement.take_postgres
     if not names:
         return ()
     if params is None:
         raise KeyError(f"{statement!r} needs {', '.join(names)}")
-    return tuple([bind(params[name], dialect) for name in names])
+    taken = take(params)
+    # Every statement binds its values, most of them already the driver's: the types
+    # are checked in one set operation while they all have been; a statement that has
+    # bound another (a datetime, a document) maps each value that is not.
+    if dialect not in statement.converted:
+        if _AS_IS.issuperset(map(type, taken)):
+            return taken
+        statement.converted.add(dialect)
+    as_is = _AS_IS
+    return tuple([value if type(value) in as_is else bind(value, dialect) for value in taken])
+
+
+def _taker(names: tuple[str, ...]) -> Take:
+    if len(names) == 1:
+        name = names[0]
+        return lambda params: (params[name],)
+    # itemgetter of no names would take nothing; `values` never calls it then.
+    return operator.itemgetter(*names) if names else lambda params: ()
 
 
 def moment(value: Any) -> datetime:
     """A datetime column, aware UTC on either database."""
     if isinstance(value, str):
+        # SQLite's text is UTC without an offset: read with one, as one C call (a
+        # `replace(tzinfo=...)` afterwards costs four times the parse, on every column).
+        try:
+            found = datetime.fromisoformat(value + "+00:00")
+        except ValueError:  # a text with an offset of its own
+            found = None
+        if found is not None and found.tzinfo is UTC:
+            return found
         return datetime.fromisoformat(value).replace(tzinfo=UTC)
     if not isinstance(value, datetime):
         raise TypeError(f"not a datetime: {value!r}")
+    if value.tzinfo is UTC:  # asyncpg's timestamptz: already the answer
+        return value
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
@@ -202,10 +286,41 @@ def moment_or_none(value: Any) -> datetime | None:
 
 
 def document(value: Any) -> Any:
-    """A JSON column: text on SQLite and for PostgreSQL's `json` through asyncpg."""
+    """A JSON column: text on SQLite and for PostgreSQL's `json` through asyncpg.
+
+    Read by orjson, which gives `json.loads`' answer for any text it reads, except an
+    integer past 64 bits (a float to orjson): a text read with a float in it, and any
+    orjson refuses (NaN, a lone surrogate), is `json.loads`' to read."""
     if isinstance(value, str | bytes):
-        return json.loads(value)
+        try:
+            found = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return json.loads(value)
+        kind = type(found)
+        if kind is dict:
+            flat = _FLAT.issuperset(map(type, found.values()))
+        else:
+            flat = kind is list and _FLAT.issuperset(map(type, found))
+        return found if flat or _floatless(found) else json.loads(value)
     return value
+
+
+def _floatless(found: Any) -> bool:
+    """No float anywhere in a decoded document (the columns' lists and dicts hold none)."""
+    kind = type(found)
+    if kind is dict:
+        items = found.values()
+    elif kind is list:
+        items = found
+    else:
+        return kind is not float
+    kinds = set(map(type, items))
+    if kinds <= _FLAT:
+        return True
+    return float not in kinds and all(map(_floatless, items))
+
+
+_FLAT = frozenset({str, int, bool, type(None)})
 
 
 def flag(value: Any) -> bool:

@@ -10,7 +10,6 @@ throttle (written queued, postponed), or at the first answer that ends the send.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from relay.delivery.attempts import AttemptStatus
 from relay.delivery.jobs import Job
 from relay.delivery.owners import Answer
 from relay.delivery.store import NewAttempt
+from relay.records import fast_init
 from relay.sms.encoding import segment_count
 
 
@@ -37,6 +37,7 @@ class Plan:
     throttled: bool = False
 
 
+@fast_init
 @dataclass(frozen=True)
 class Leases:
     owner: str
@@ -142,11 +143,11 @@ def _answered(
     planned: Plan,
     now: datetime,
 ) -> Job | None:
-    attempt = dataclasses.replace(job.attempt, carrier_message_id=receipt.carrier_message_id)
+    attempt, carrier_message_id = job.attempt, receipt.carrier_message_id
     segments = receipt.billed(job.sms.body)
     final = receipt.final
     if final is not None and final.status == "delivered":
-        delivered = dataclasses.replace(attempt, status=AttemptStatus.DELIVERED)
+        delivered = attempt.answered(AttemptStatus.DELIVERED, carrier_message_id)
         planned.attempts.append(NewAttempt(delivered, segments=segments))
         planned.answers.append(Answer(attempt.id, "delivered"))
         return None
@@ -154,7 +155,7 @@ def _answered(
     if final is None:
         timeout = carriers.receipt_timeout(attempt.carrier, leases.receipt_timeout)
         due = now + timedelta(seconds=timeout)
-        sent = dataclasses.replace(attempt, status=AttemptStatus.SENT)
+        sent = attempt.answered(AttemptStatus.SENT, carrier_message_id)
         planned.attempts.append(NewAttempt(sent, report_due_at=due, segments=segments))
         return None
     failure = routing.after_failure(
@@ -177,9 +178,7 @@ def _failed(
     *,
     segments: int | None = None,
 ) -> Job | None:
-    attempt = dataclasses.replace(
-        job.attempt, status=AttemptStatus.FAILED, carrier_message_id=carrier_message_id
-    )
+    attempt = job.attempt.answered(AttemptStatus.FAILED, carrier_message_id)
     planned.attempts.append(NewAttempt(attempt, error=failure.error, segments=segments))
     position = failure.next_position
     planned.answers.append(Answer(attempt.id, "failed", last=position is None))

@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from relay.clock import isoformat
+from relay.records import changed, fast_init
 
 
 class AttemptStatus(StrEnum):
@@ -17,6 +18,11 @@ class AttemptStatus(StrEnum):
     FAILED = "failed"
 
 
+# An enum's `.value` is a Python property; every answer shows each attempt's.
+_STATUS_TEXT = {status: status.value for status in AttemptStatus}
+
+
+@fast_init
 @dataclass(frozen=True)
 class Attempt:
     id: str
@@ -27,12 +33,15 @@ class Attempt:
     livemode: bool
     channel: str = "sms"
 
+    def with_status(self, status: AttemptStatus) -> Attempt:
+        return changed(self, status=status)
+
     def to_api(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "object": "attempt",
             "livemode": self.livemode,
-            "status": self.status.value,
+            "status": _STATUS_TEXT[self.status],
             "channel": self.channel,
             "carrier": self.carrier,
             "at": isoformat(self.at),

@@ -12,6 +12,7 @@ from relay.carriers.base import OutboundSms
 from relay.db.sql import Tx
 from relay.delivery.owners import Draft, Told
 from relay.delivery.store import AttemptRow
+from relay.records import fast_init
 
 if TYPE_CHECKING:
     from relay.delivery.at_once import Plan
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 Then = Callable[[Tx, object, datetime], Awaitable[None]]
 
 
+@fast_init
 @dataclass(frozen=True)
 class Job:
     """An attempt this process holds the lease for, with the SMS to submit."""
@@ -51,6 +53,7 @@ class Job:
         return Job(attempt, sms, self.expires_at, self.then)
 
 
+@fast_init
 @dataclass(frozen=True)
 class Step:
     """What recording one answer left: the failover attempt it opened, the owner as loaded."""
@@ -60,6 +63,7 @@ class Step:
     latest: object | None = None
 
 
+@fast_init
 @dataclass(frozen=True)
 class Submitted:
     """Where a send stands: the job still to submit over the network, or none.

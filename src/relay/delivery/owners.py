@@ -10,7 +10,6 @@ and are handed to `Delivery` by the composition root (`relay.services`).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,6 +22,7 @@ from relay.db.sql import Row, Tx, flag, moment
 from relay.delivery.attempts import Attempt, AttemptStatus
 from relay.events.models import EventType
 from relay.events.store import Subject
+from relay.records import fast_init
 from relay.sms.custom import NO_TEMPLATES, CustomTemplates, render_text
 from relay.sms.text import sanitize_brand, with_webotp_line
 
@@ -30,12 +30,14 @@ from relay.sms.text import sanitize_brand, with_webotp_line
 Kind = Literal["verification", "message"]
 
 
+@fast_init
 @dataclass(frozen=True)
 class OwnerRef:
     kind: Kind
     id: str
 
 
+@fast_init
 @dataclass(frozen=True)
 class Draft:
     """An owner's SMS before it is given to an attempt. `body` holds the code: never log it."""
@@ -77,6 +79,7 @@ class Draft:
         return cls(to=to, sender=sender, body=body, expires_at=expires_at, passcode=passcode)
 
 
+@fast_init
 @dataclass(frozen=True)
 class Sendable:
     """What an owner's SMS is built from, as its row keeps it. `sealed_code` holds the code."""
@@ -145,6 +148,7 @@ async def drafted(
 Outcome = Literal["sent", "delivered", "failed"]
 
 
+@fast_init
 @dataclass(frozen=True)
 class Answer:
     """What a carrier answered for one attempt, in the order the owner is told.
@@ -171,12 +175,13 @@ def as_answered(attempts: tuple[Attempt, ...], answer: Answer) -> tuple[Attempt,
     shown: list[Attempt] = []
     for attempt in attempts:
         if attempt.id == answer.attempt_id:
-            shown.append(dataclasses.replace(attempt, status=_SHOWN[answer.outcome]))
+            shown.append(attempt.with_status(_SHOWN[answer.outcome]))
             break
         shown.append(attempt)
     return tuple(shown)
 
 
+@fast_init
 @dataclass(frozen=True)
 class OwnerState:
     """An owner as it stood after the change it was told of."""

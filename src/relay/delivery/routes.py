@@ -18,8 +18,10 @@ from relay.carriers.registry import CarrierSet
 from relay.delivery.figures import MeasuredRoutes
 from relay.errors import CountryNotAllowed, NoRouteAvailable, ParameterInvalid
 from relay.phone import Destination, parse_destination
+from relay.records import fast_init
 
 
+@fast_init
 @dataclass(frozen=True)
 class Route:
     """Carrier names in failover order, and the channel of each."""

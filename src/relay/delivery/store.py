@@ -17,8 +17,10 @@ from relay.db.sql import Row, Sql, Tx, document
 from relay.delivery.attempts import Attempt, AttemptStatus
 from relay.delivery.owners import OwnerRef
 from relay.ids import new_id
+from relay.records import changed, fast_init
 
 
+@fast_init
 @dataclass(frozen=True)
 class AttemptRow:
     id: str
@@ -35,6 +37,10 @@ class AttemptRow:
     @property
     def channel(self) -> Channel:
         return self.channels[self.position]
+
+    def answered(self, status: AttemptStatus, carrier_message_id: str | None) -> AttemptRow:
+        """As a carrier's answer leaves it, before it is written."""
+        return changed(self, status=status, carrier_message_id=carrier_message_id)
 
     @property
     def fallback_channel(self) -> bool:
@@ -123,6 +129,7 @@ _FINISH = Sql(
 _POSTPONE = Sql(f"UPDATE attempts SET lease_until = :until, lease_owner = NULL {_FROM_QUEUED}")
 
 
+@fast_init
 @dataclass(frozen=True)
 class NewAttempt:
     """An attempt as it is first written: queued, or already answered by a carrier that

@@ -69,6 +69,8 @@ class CustomTemplates:
 
     def for_locale(self, locale: str) -> Mapping[str, str]:
         """Channel -> text for a message in `locale`: the exact locale, then its language."""
+        if not self.texts:
+            return _NONE_CHOSEN
         chosen: dict[str, str] = {}
         for channel in CUSTOM_CHANNELS:
             for candidate in parse_locale(locale).fallbacks():
@@ -79,6 +81,7 @@ class CustomTemplates:
 
 
 NO_TEMPLATES = CustomTemplates()
+_NONE_CHOSEN: Mapping[str, str] = MappingProxyType({})
 
 
 class Words(Protocol):

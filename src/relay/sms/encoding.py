@@ -8,6 +8,7 @@ across two segments, which can cost one more segment than the usual
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Literal
 
@@ -43,13 +44,17 @@ _EXTENSION: dict[str, int] = {
     "€": 0x65,
 }
 
+_GSM7 = frozenset(_BASIC) | frozenset(_EXTENSION)
+# A character other than the default alphabet's (one septet each).
+_NOT_BASIC = re.compile("[^" + "".join(re.escape(ch) for ch in _BASIC) + "]")
+
 _GSM7_SINGLE, _GSM7_PART = 160, 153  # septets; a part loses 7 to the UDH
 _UCS2_SINGLE, _UCS2_PART = 70, 67  # UTF-16 code units; a part loses 3 to the UDH
 
 
 def is_gsm7(text: str) -> bool:
     """True when every character is in the GSM default alphabet or its extension."""
-    return all(ch in _BASIC or ch in _EXTENSION for ch in text)
+    return _GSM7.issuperset(text)
 
 
 def choose_encoding(text: str) -> Encoding:
@@ -77,8 +82,14 @@ def encode_gsm7(text: str) -> bytes:
 
 def segment_count(text: str) -> int:
     """SMS segments (billed units) needed to send `text`; the empty text takes one."""
+    # Every send counts its text, most of them of the default alphabet alone: a
+    # septet each, counted by their number, not one Python step per character.
+    if _NOT_BASIC.search(text) is None:
+        return 1 if len(text) <= _GSM7_SINGLE else -(-len(text) // _GSM7_PART)
     if is_gsm7(text):
         return _count(map(_septets, text), single=_GSM7_SINGLE, part=_GSM7_PART)
+    if len(text.encode("utf-16-le", "surrogatepass")) // 2 <= _UCS2_SINGLE:
+        return 1  # UTF-16 units counted by the codec: a text that fits one segment
     return _count(map(_utf16_units, text), single=_UCS2_SINGLE, part=_UCS2_PART)
 
 

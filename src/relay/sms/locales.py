@@ -10,6 +10,7 @@ malformed tag is refused.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -45,14 +46,21 @@ class LanguageTag:
 
     def fallbacks(self) -> tuple[str, ...]:
         """The tags to look a template up by, most specific first, without English."""
-        script = self.script or _implied_script(self.language, self.region)
-        ordered = [
-            LanguageTag(self.language, script, self.region),
-            LanguageTag(self.language, script),
-            LanguageTag(self.language, None, self.region),
-            LanguageTag(self.language),
-        ]
-        return tuple(dict.fromkeys(str(tag) for tag in ordered))
+        return _fallbacks(self)
+
+
+# Every send looks its locale up (the verification's, then its texts'): a tag's answers
+# are kept, for as many tags as clients commonly send.
+@functools.lru_cache(maxsize=512)
+def _fallbacks(tag: LanguageTag) -> tuple[str, ...]:
+    script = tag.script or _implied_script(tag.language, tag.region)
+    ordered = [
+        LanguageTag(tag.language, script, tag.region),
+        LanguageTag(tag.language, script),
+        LanguageTag(tag.language, None, tag.region),
+        LanguageTag(tag.language),
+    ]
+    return tuple(dict.fromkeys(str(each) for each in ordered))
 
 
 def is_valid_bcp47(tag: str) -> bool:
@@ -60,6 +68,7 @@ def is_valid_bcp47(tag: str) -> bool:
     return _BCP47.fullmatch(tag) is not None
 
 
+@functools.lru_cache(maxsize=512)  # as `_fallbacks`; a LanguageTag is immutable
 def parse_locale(tag: str) -> LanguageTag:
     """The tag in its canonical case (`EN-gb` -> `en-GB`); `_` is taken for `-`."""
     normalized = tag.strip().replace("_", "-")

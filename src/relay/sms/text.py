@@ -6,6 +6,7 @@ message gets is `relay.sms.locales`' decision.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -20,6 +21,9 @@ _HOST_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?", re.ASCII)
 _REMOVED_CATEGORIES = frozenset({"Cc", "Cf", "Cs"})  # controls, bidi/zero-width, lone surrogates
 
 
+# An account's brand is sanitized for every message it sends (twice: for the passcode
+# and its text), a character at a time: kept per brand instead, as brands are few.
+@functools.lru_cache(maxsize=1024)
 def sanitize_brand(brand: str) -> str:
     """Brand as shown in the SMS: no controls, single spaces, at most 30 septets."""
     kept = "".join(" " if ch.isspace() else ch for ch in brand if _kept_in_brand(ch))

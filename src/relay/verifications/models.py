@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -21,6 +21,7 @@ from relay.errors import (
     VerificationClosed,
     VerificationExpired,
 )
+from relay.records import changed, fast_init
 
 __all__ = ["Attempt", "AttemptStatus", "Status", "Verification"]
 
@@ -36,6 +37,7 @@ class Status(StrEnum):
     MAX_ATTEMPTS_REACHED = "max_attempts_reached"
 
 
+@fast_init
 @dataclass(frozen=True)
 class Verification:
     id: str
@@ -61,6 +63,9 @@ class Verification:
     # The channels its latest send asked for, in order (a resend asks again).
     channels: tuple[Channel, ...] = ("sms",)
 
+    def with_attempts(self, attempts: tuple[Attempt, ...]) -> Verification:
+        return changed(self, attempts=attempts)
+
     @property
     def channel(self) -> str:
         """Its latest attempt's channel (the first asked for, before any attempt)."""
@@ -82,7 +87,7 @@ class Verification:
             "id": self.id,
             "object": "verification",
             "livemode": self.livemode,
-            "status": status.value,
+            "status": _STATUS_TEXT[status],
             "to": self.to,
             "channel": self.channel,
             # An email address has no country.
@@ -103,13 +108,17 @@ class Verification:
         }
 
 
+# An enum's `.value` is a Python property: read per answer, an event and a list's row.
+_STATUS_TEXT = {status: status.value for status in Status}
+
+
 def just_sent(verification: Verification, attempt_id: str, now: datetime) -> dict[str, Any]:
     """As events show it when `attempt_id` was sent, before that attempt's receipt."""
     attempts = tuple(
-        dataclasses.replace(a, status=AttemptStatus.SENT) if a.id == attempt_id else a
+        a.with_status(AttemptStatus.SENT) if a.id == attempt_id else a
         for a in verification.attempts
     )
-    return dataclasses.replace(verification, attempts=attempts).to_api(now)
+    return verification.with_attempts(attempts).to_api(now)
 
 
 def _iso_or_none(moment: datetime | None) -> str | None:
@@ -171,6 +180,7 @@ class Moved(Exception):
 RERUNS = CHECK_LIMIT + 2
 
 
+@fast_init
 @dataclass(frozen=True)
 class CountedCheck:
     """The verification after a counted check."""
@@ -211,6 +221,7 @@ def check_is_correct(*, submitted: str, livemode: bool, matches: bool) -> bool:
     return matches or (not livemode and submitted == TEST_CODE)
 
 
+@functools.lru_cache(maxsize=1024)  # per brand, as `sms.text.sanitize_brand`
 def sender_name(brand: str) -> str:
     """Alphanumeric sender ids are at most 11 letters, digits and spaces on most networks."""
     cleaned = re.sub(r"[^A-Za-z0-9 ]", "", brand).strip()[:11].strip()

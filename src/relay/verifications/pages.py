@@ -10,10 +10,12 @@ from typing import Any
 from relay.accounts.models import Scope
 from relay.db.sql import Sql, Tx
 from relay.delivery.joined import attempts_of
+from relay.records import fast_init
 from relay.verifications import store
 from relay.verifications.models import Status, Verification
 
 
+@fast_init
 @dataclass(frozen=True)
 class ListQuery:
     limit: int

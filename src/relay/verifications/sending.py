@@ -5,7 +5,6 @@ Delivery tells it what carriers answered; it records its own events.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -79,12 +78,10 @@ class VerificationOwner:
     ) -> Told:
         assert isinstance(opened, Verification)
         # The last carrier failing leaves it pending: the caller may resend.
-        verification = dataclasses.replace(opened, attempts=(*opened.attempts, *attempts))
+        verification = opened.with_attempts((*opened.attempts, *attempts))
         changes: list[tuple[EventType, dict[str, Any]]] = []
         for answer in answers:
-            shown = dataclasses.replace(
-                verification, attempts=as_answered(verification.attempts, answer)
-            )
+            shown = verification.with_attempts(as_answered(verification.attempts, answer))
             if answer.outcome == "delivered":
                 sent = just_sent(shown, answer.attempt_id, now)
                 changes.append((EventType.VERIFICATION_SENT, sent))

@@ -19,6 +19,7 @@ from relay.metrics import observe
 from relay.web.bodies import replay
 from relay.web.callers import base_url
 from relay.web.errors import error_response
+from relay.web.headers import headers_of
 from relay.web.peers import is_trusted_peer
 
 MAX_BODY = 64 * 1024
@@ -51,9 +52,10 @@ PAGE_HEADERS = {
     "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
 }
-_PAGE_HEADER_BYTES = [
+_PAGE_HEADER_BYTES = tuple(
     (name.lower().encode(), value.encode()) for name, value in PAGE_HEADERS.items()
-]
+)
+_PAGE_STARTS = tuple(prefix + "/" for prefix in PAGE_PREFIXES)
 log = logging.getLogger("relay.http")
 
 
@@ -70,10 +72,10 @@ class EdgeMiddleware:
         # Trusted proxies, and where absolute URLs in refusals point (`base_url`).
         self.settings = settings if settings is not None else Settings()
         self.trusted_proxies = tuple(self.settings.trusted_proxies)
-        self.hsts = (
-            [(b"strict-transport-security", f"max-age={hsts_seconds}".encode())]
+        self.hsts: tuple[tuple[bytes, bytes], ...] = (
+            ((b"strict-transport-security", f"max-age={hsts_seconds}".encode()),)
             if hsts_seconds > 0
-            else []
+            else ()
         )
         # Counts every answer under its route template when given (`relay.web.route_names`).
         self.route_name = route_name
@@ -98,13 +100,12 @@ class EdgeMiddleware:
             nonlocal status_seen
             if message["type"] == "http.response.start":
                 status_seen = message["status"]
-                headers = list(message.get("headers", []))
-                present = {name.lower() for name, _ in headers}
-                message["headers"] = [
-                    *headers,
-                    *((name, value) for name, value in added if name not in present),
-                    (b"request-id", request_id.encode()),
-                ]
+                headers = message.get("headers", ())
+                if added:
+                    headers = list(headers)
+                    present = {name.lower() for name, _ in headers}
+                    headers += [header for header in added if header[0] not in present]
+                message["headers"] = [*headers, (b"request-id", request_id.encode())]
             await send(message)
 
         refusal = self._refusal(scope)
@@ -144,32 +145,36 @@ class EdgeMiddleware:
                 answer = error_response(e.InternalError(), base_url=base_url(scope, self.settings))
                 await answer(scope, receive, send_with_id)
         elapsed = time.perf_counter() - started
-        log.info(
-            "http.request",
-            extra={
+        if log.isEnabledFor(logging.INFO):
+            # `log.info` less its search of the stack for the caller, which no line shows.
+            fields = {
                 "request_id": request_id,
                 "method": scope["method"],
                 "path": scope["path"],
                 "status": status_seen,
                 "duration_ms": round(elapsed * 1000, 2),
-            },
-        )
+            }
+            log.handle(
+                log.makeRecord(
+                    log.name, logging.INFO, __file__, 0, "http.request", (), None, extra=fields
+                )
+            )
         if self.route_name is not None:
             observe.http_request(self.route_name(scope), scope["method"], status_seen, elapsed)
 
-    def _security_headers(self, scope: Scope) -> list[tuple[bytes, bytes]]:
+    def _security_headers(self, scope: Scope) -> tuple[tuple[bytes, bytes], ...]:
         """HSTS on every HTTPS answer (never over plain HTTP: it would be a lie there), and
         the page headers on pages, unless the route set one itself (the stylesheet caches)."""
-        added = list(self.hsts) if self._is_https(scope) else []
+        added = self.hsts if self._is_https(scope) else ()
         path = scope["path"]
-        if any(path == p or path.startswith(p + "/") for p in PAGE_PREFIXES):
+        if path in PAGE_PREFIXES or path.startswith(_PAGE_STARTS):
             added += _PAGE_HEADER_BYTES
         return added
 
     def _refusal(self, scope: Scope) -> e.RelayError | None:
         if not self._is_https(scope):
             return e.HttpsRequired()
-        headers = dict(scope["headers"])
+        headers = headers_of(scope)
         length = headers.get(b"content-length")
         if length is not None and not length.isdigit():
             return e.InvalidRequest("Content-Length is not a number.", param="Content-Length")
@@ -189,7 +194,7 @@ class EdgeMiddleware:
             return True
         if not is_trusted_peer(scope, self.trusted_proxies):
             return False
-        return dict(scope["headers"]).get(b"x-forwarded-proto") == b"https"
+        return headers_of(scope).get(b"x-forwarded-proto") == b"https"
 
 
 async def _read_body(receive: Receive) -> tuple[bytes, e.RelayError | None]:
@@ -225,7 +230,7 @@ async def _drain(scope: Scope, receive: Receive) -> None:
     first lets the answer reach it (Apache and nginx call this a lingering close).
     A body past the bound, or one that stalls, is not waited for.
     """
-    length = dict(scope["headers"]).get(b"content-length")
+    length = headers_of(scope).get(b"content-length")
     if length is not None and length.isdigit() and int(length) > DRAIN_LIMIT:
         return
     read = 0
@@ -245,7 +250,7 @@ async def _drain(scope: Scope, receive: Receive) -> None:
 def _length_mismatch(scope: Scope, size: int) -> e.RelayError | None:
     """A Content-Length that does not match the body read. HTTP servers frame a body
     by its length, so this is what is left to see when one does not."""
-    length = dict(scope["headers"]).get(b"content-length")
+    length = headers_of(scope).get(b"content-length")
     if length is None or int(length) == size:
         return None
     return e.InvalidRequest(

@@ -8,6 +8,7 @@ appends, so only what trusted proxies added is believed).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Sequence
 
@@ -51,6 +52,9 @@ def client_address(scope: Scope, trusted_proxies: Sequence[IpNetwork]) -> IpAddr
     return peer
 
 
+# Every request reads its client's address two or three times (the failure budget, the
+# key's allowed networks, the rate limit), and most clients send many: kept per text.
+@functools.lru_cache(maxsize=4096)
 def limit_key(client: IpAddress | None) -> str:
     """What a per-client limit counts under: the address, or for IPv6 its /64, since one
     host commonly holds a whole /64 and could otherwise pick a fresh address per try."""
@@ -69,6 +73,7 @@ def _trusted(address: IpAddress, networks: Sequence[IpNetwork]) -> bool:
     return any(address in network for network in networks)
 
 
+@functools.lru_cache(maxsize=4096)  # see limit_key; an address is immutable
 def _address(text: str) -> IpAddress | None:
     try:
         return ipaddress.ip_address(text)
