@@ -71,6 +71,8 @@ async def services(tmp_path: Path, database_url: str) -> AsyncIterator[Services]
     built = build_services(settings)
     built.delivery.carriers.carriers["held"] = HeldCarrier()
     await built.delivery.start(dispatch=True)
+    # Keys kept from their first request, as the app's start-up arranges.
+    await built.accounts.start()
     try:
         yield built
     finally:
