@@ -27,10 +27,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import asyncpg
-
 from relay.db.changes import GENERATION, channel
 from relay.db.group_commit import Unit
+from relay.db.pg_connect import connect
 from relay.db.sql import DatabaseUnavailable, Sql, Tx
 
 log = logging.getLogger("relay.db")
@@ -174,7 +173,7 @@ class PostgresChanges:
             delay = min(2 * delay, longest)
 
     async def _listen_once(self) -> None:
-        connection = await asyncpg.connect(
+        connection = await connect(
             self._dsn,
             server_settings={"application_name": application_name(self._kind, 0)},
         )

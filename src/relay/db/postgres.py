@@ -19,6 +19,7 @@ import asyncpg
 from relay.db.changes import Changes, local_channel
 from relay.db.group_commit import RETRIES, Batched, GroupCommit, T, Unit
 from relay.db.listener import PostgresChanges
+from relay.db.pg_connect import connect
 from relay.db.sql import (
     Channels,
     DatabaseUnavailable,
@@ -138,7 +139,7 @@ class PostgresSession:
     async def begin(self) -> None:
         if self._connection is None or self._connection.is_closed():
             with _translated():
-                self._connection = await asyncpg.connect(self._dsn)
+                self._connection = await connect(self._dsn)
             self.tx.connection = self._connection
         await self._run("BEGIN")
 
@@ -189,7 +190,7 @@ class Readers:
             connection = self._idle.pop() if self._idle else None
             if connection is None or connection.is_closed():
                 with _translated():
-                    connection = await asyncpg.connect(self._dsn)
+                    connection = await connect(self._dsn)
             try:
                 with _translated(connection):
                     yield connection
