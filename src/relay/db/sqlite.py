@@ -108,6 +108,12 @@ class SqliteTx(Channels):
         return cursor.rowcount
 
     async def executemany(self, statement: Sql, rows: Sequence[Params]) -> None:
+        if len(rows) == 1:
+            # sqlite3's executemany walks an iterator of rows: for one row, execute's cheaper.
+            args = self.bound(statement, rows[0])
+            with _translated:
+                self.connection.execute(statement.sqlite, args)
+            return
         many = self.bound_rows(statement, rows)
         with _translated:
             self.connection.executemany(statement.sqlite, many)

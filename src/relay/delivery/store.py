@@ -19,6 +19,9 @@ from relay.delivery.owners import OwnerRef
 from relay.ids import new_id
 from relay.records import changed, fast_init
 
+# An enum made from its value is a Python call through EnumType; a dict is one lookup.
+_STATUS_OF: dict[str, AttemptStatus] = {member.value: member for member in AttemptStatus}
+
 
 @fast_init
 @dataclass(frozen=True)
@@ -82,7 +85,7 @@ def _row(row: Row) -> AttemptRow:
         verification_id=row["verification_id"],
         message_id=row["message_id"],
         carrier=row["carrier"],
-        status=AttemptStatus(row["status"]),
+        status=_STATUS_OF[row["status"]],
         route=route,
         position=row["position"],
         carrier_message_id=row["carrier_message_id"],

@@ -15,6 +15,10 @@ from relay.events.models import DeliveryStatus, EventType, NewEvent
 from relay.ids import new_id
 from relay.webhooks.guard import endpoint
 
+# An enum made from its value is a Python call through EnumType; a dict is one lookup.
+_TYPE_OF: dict[str, EventType] = {member.value: member for member in EventType}
+_DELIVERY_STATUS_OF: dict[str, DeliveryStatus] = {member.value: member for member in DeliveryStatus}
+
 # Notified when an event with a webhook commits: the delivery loop listens.
 CHANNEL = "events"
 
@@ -294,10 +298,10 @@ async def list_page(
 def _from_row(row: Row, attempts: Sequence[AttemptRecord]) -> StoredEvent:
     return StoredEvent(
         id=row["id"],
-        type=EventType(row["type"]),
+        type=_TYPE_OF[row["type"]],
         payload=row["payload"],
         webhook_url=row["webhook_url"],
-        delivery_status=DeliveryStatus(row["delivery_status"]),
+        delivery_status=_DELIVERY_STATUS_OF[row["delivery_status"]],
         attempts=tuple(attempts),
     )
 

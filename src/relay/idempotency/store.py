@@ -11,6 +11,9 @@ from relay.accounts.models import Scope
 from relay.db.sql import Row, Sql, Tx, document, moment
 from relay.idempotency.models import KeyRecord, KeyStatus, StoredResponse
 
+# An enum made from its value is a Python call through EnumType; a dict is one lookup.
+_STATUS_OF: dict[str, KeyStatus] = {member.value: member for member in KeyStatus}
+
 _KEY = "account_id = :account AND livemode = :livemode AND key = :key"
 # The holder's token is its lease's end: a write after the lease was taken over matches nothing.
 _HELD = f"{_KEY} AND status = 'in_progress' AND locked_until = :locked_until"
@@ -113,7 +116,7 @@ def _record(row: Row) -> KeyRecord:
         response = StoredResponse(row["response_status"], headers, bytes(row["response_body"]))
     return KeyRecord(
         request_hash=row["request_hash"],
-        status=KeyStatus(row["status"]),
+        status=_STATUS_OF[row["status"]],
         locked_until=moment(row["locked_until"]),
         created_at=moment(row["created_at"]),
         response=response,

@@ -12,6 +12,9 @@ from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS, joined_attempts
 from relay.delivery.owners import Sendable
 from relay.messages.models import Message, MessageStatus
 
+# An enum made from its value is a Python call through EnumType; a dict is one lookup.
+_STATUS_OF: dict[str, MessageStatus] = {member.value: member for member in MessageStatus}
+
 # Everything but the sealed code.
 _PUBLIC_OF_M = ", ".join(
     f"m.{name}"
@@ -131,7 +134,7 @@ def _joined(rows: list[Row]) -> Message | None:
         country=row["country"],
         sender=row["sender"],
         locale=row["locale"],
-        status=MessageStatus(row["status"]),
+        status=_STATUS_OF[row["status"]],
         metadata=document(row["metadata"]),
         webhook_url=row["webhook_url"],
         created_at=moment(row["created_at"]),
