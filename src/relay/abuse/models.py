@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
+from relay.records import fast_init
+
 BUCKET = timedelta(minutes=5)
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
@@ -55,6 +57,7 @@ class Rules:
         return cap if livemode else cap * self.test_mode_factor
 
 
+@fast_init
 @dataclass(frozen=True)
 class Bucket:
     start: datetime
@@ -63,6 +66,7 @@ class Bucket:
     failed_checks: int = 0
 
 
+@fast_init
 @dataclass(frozen=True)
 class Totals:
     """A window's counters added up (over its buckets and their shards)."""

@@ -15,6 +15,7 @@ from typing import Any
 from relay.abuse.models import Bucket, Kind, Totals, bucket_of, step_of
 from relay.accounts.models import Scope
 from relay.db.sql import Row, Sql, Tx, moment
+from relay.records import fast_init
 
 # An enum made from its value is a Python call through EnumType; a dict is one lookup.
 _KIND_OF: dict[str, Kind] = {member.value: member for member in Kind}
@@ -187,6 +188,7 @@ def _bucket(row: Row) -> Bucket:
     return Bucket(moment(row["bucket"]), row["sends"], row["approvals"], row["failed_checks"])
 
 
+@fast_init
 @dataclass(frozen=True)
 class NumberVerification:
     """One of the number's verifications, as far as a send is concerned."""

@@ -79,9 +79,10 @@ class Sql:
         "take_postgres",
         "take_sqlite",
         "text",
+        "wide",
     )
 
-    def __init__(self, text: str, *, postgres: str | None = None) -> None:
+    def __init__(self, text: str, *, postgres: str | None = None, wide: bool = False) -> None:
         self.text = " ".join(text.split())
         self.sqlite, self.names = _numbered(self.text, "?")
         pg_text = self.text if postgres is None else " ".join(postgres.split())
@@ -91,6 +92,10 @@ class Sql:
         self.take_postgres = _taker(self.postgres_names)
         # The dialects for which a value of this statement has needed `bind`'s mapping.
         self.converted: set[Dialect] = set()
+        # Rows of many columns, each read by its exact name several times: sqlite3's rows
+        # find a name by comparing it with every column before it, so SQLite hands each
+        # of these over as a dict (read by name only, as written in the statement).
+        self.wide = wide
 
     def __repr__(self) -> str:
         return f"Sql({self.text!r})"

@@ -18,6 +18,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from relay.db.changes import GENERATION, Changes, local_channel
 from relay.db.group_commit import MAX_BATCH, Batched, GroupCommit, T, Unit
@@ -131,7 +132,7 @@ class SqliteTx(Channels):
         with _translated:
             cursor = self.connection.execute(statement.sqlite, args)
             rows: list[Row] = cursor.fetchall()
-        return rows
+        return _by_name(rows) if statement.wide and rows else rows
 
     async def fetchrow(self, statement: Sql, params: Params | None = None) -> Row | None:
         args = self.bound(statement, params)
@@ -140,7 +141,13 @@ class SqliteTx(Channels):
             row: Row | None = cursor.fetchone()
             # A RETURNING statement finishes only when its rows are read out.
             cursor.fetchall()
-        return row
+        return _by_name([row])[0] if statement.wide and row is not None else row
+
+
+def _by_name(rows: list[Any]) -> list[Row]:
+    """sqlite3's rows as dicts by column name (see `Sql.wide`)."""
+    names = rows[0].keys()
+    return [dict(zip(names, row, strict=True)) for row in rows]
 
 
 class SqliteSession:

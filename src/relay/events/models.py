@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from relay.clock import isoformat
+from relay.records import fast_init
 
 
 class EventType(StrEnum):
@@ -29,6 +30,7 @@ class DeliveryStatus(StrEnum):
     DROPPED = "dropped"
 
 
+@fast_init
 @dataclass(frozen=True)
 class NewEvent:
     id: str

@@ -10,6 +10,7 @@ from typing import Any
 
 from relay.clock import isoformat
 from relay.delivery.attempts import Attempt, AttemptStatus
+from relay.records import fast_init
 
 
 class MessageStatus(StrEnum):
@@ -19,6 +20,7 @@ class MessageStatus(StrEnum):
     FAILED = "failed"  # every route failed, or the failover window closed
 
 
+@fast_init
 @dataclass(frozen=True)
 class Message:
     id: str

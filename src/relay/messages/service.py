@@ -23,11 +23,13 @@ from relay.messages import store
 from relay.messages.models import Message
 from relay.messages.store import NewMessage
 from relay.phone import Destination
+from relay.records import fast_init
 from relay.sms.custom import NO_TEMPLATES, CustomTemplates
 from relay.sms.locales import resolve_locale
 from relay.sms.templates import BUILT_IN_LOCALES
 
 
+@fast_init
 @dataclass(frozen=True)
 class SendRequest:
     """`code` is the client's secret: never log it."""
@@ -40,6 +42,7 @@ class SendRequest:
     webhook_url: str | None
 
 
+@fast_init
 @dataclass(frozen=True)
 class _Queued:
     message_id: str

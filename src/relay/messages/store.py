@@ -11,6 +11,7 @@ from relay.db.sql import Row, Sql, Tx, document, flag, moment
 from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS, joined_attempts
 from relay.delivery.owners import Sendable
 from relay.messages.models import Message, MessageStatus
+from relay.records import fast_init
 
 # An enum made from its value is a Python call through EnumType; a dict is one lookup.
 _STATUS_OF: dict[str, MessageStatus] = {member.value: member for member in MessageStatus}
@@ -49,9 +50,10 @@ _LOAD = Sql(
     _WITH_ATTEMPTS.format(
         where="m.id = :message_id AND m.account_id = :scope_account"
         " AND m.livemode = :scope_livemode"
-    )
+    ),
+    wide=True,
 )
-_LOAD_ANY = Sql(_WITH_ATTEMPTS.format(where="m.id = :message_id"))
+_LOAD_ANY = Sql(_WITH_ATTEMPTS.format(where="m.id = :message_id"), wide=True)
 _MARK_SENT = Sql(
     "UPDATE messages SET status = 'sent', updated_at = :now"
     " WHERE id = :message_id AND status = 'queued'"
@@ -63,6 +65,7 @@ _FINISH = Sql(
 )
 
 
+@fast_init
 @dataclass(frozen=True)
 class NewMessage:
     id: str

@@ -31,6 +31,7 @@ from relay.idempotency.claims import Pending
 from relay.ids import new_id
 from relay.metrics import observe
 from relay.phone import Destination
+from relay.records import fast_init
 from relay.sms.custom import NO_TEMPLATES, CustomTemplates
 from relay.sms.locales import resolve_locale
 from relay.sms.templates import BUILT_IN_LOCALES
@@ -51,6 +52,7 @@ from relay.verifications.pages import ListQuery
 from relay.verifications.store import NewVerification
 
 
+@fast_init
 @dataclass(frozen=True)
 class CreateRequest:
     to: str
@@ -72,6 +74,7 @@ class Limits:
     resend_interval: int = 30
 
 
+@fast_init
 @dataclass(frozen=True)
 class _Opened:
     """A verification about to be sent (new or resent), with its code: never log it."""
@@ -88,6 +91,7 @@ class _Opened:
         return self.verification.id
 
 
+@fast_init
 @dataclass(frozen=True)
 class _Sent:
     verification_id: str

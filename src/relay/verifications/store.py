@@ -19,6 +19,7 @@ from relay.db.sql import Row, Sql, Tx, document, flag, moment, moment_or_none
 from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS, joined_attempts
 from relay.delivery.owners import Sendable
 from relay.errors import ResourceMissing
+from relay.records import fast_init
 from relay.verifications.models import (
     CHECK_LIMIT,
     Attempt,
@@ -31,6 +32,7 @@ from relay.verifications.models import (
 _STATUS_OF: dict[str, Status] = {member.value: member for member in Status}
 
 
+@fast_init
 @dataclass(frozen=True)
 class NewVerification:
     id: str
@@ -114,16 +116,18 @@ _LOAD = Sql(
     _WITH_ATTEMPTS.format(
         where="v.account_id = :scope_account AND v.livemode = :scope_livemode"
         " AND v.id = :verification_id"
-    )
+    ),
+    wide=True,
 )
 # Without a scope: the delivery layer's load, once per event it records.
-_LOAD_ANY = Sql(_WITH_ATTEMPTS.format(where="v.id = :verification_id"))
+_LOAD_ANY = Sql(_WITH_ATTEMPTS.format(where="v.id = :verification_id"), wide=True)
 # A resend's one read: the verification, its attempts and its sealed code.
 _LOAD_SEALED = Sql(
     f"SELECT {PUBLIC_OF_V}, v.sealed_code, {JOINED_ATTEMPT_COLUMNS} FROM verifications v"
     " LEFT OUTER JOIN attempts a ON a.verification_id = v.id"
     " WHERE v.account_id = :scope_account AND v.livemode = :scope_livemode"
-    " AND v.id = :verification_id ORDER BY a.id"
+    " AND v.id = :verification_id ORDER BY a.id",
+    wide=True,
 )
 _INSERT_VERIFICATION = Sql(
     "INSERT INTO verifications (id, account_id, livemode, to_number, country, sender, locale,"
