@@ -97,6 +97,11 @@ _SEND_PARTS = [
     *(_BLOCK_PART.format(i=i) for i in range(_BLOCKS)),
     *_NUMBER_PARTS,
 ]
+# The parameters' names of each window and block part, made once.
+_WINDOW_KEYS = [(f"kind_{i}", f"subject_{i}", f"since_{i}") for i in range(_WINDOWS)]
+_BLOCK_KEYS = [(f"block_kind_{i}", f"block_subject_{i}") for i in range(_BLOCKS)]
+# An enum's `.value` is a Python property.
+_KIND_TEXT = {kind: kind.value for kind in Kind}
 _BEFORE_SEND = Sql(" UNION ALL ".join(_SEND_PARTS))
 _BEFORE_SEND_WITH_TEXTS = Sql(" UNION ALL ".join([*_SEND_PARTS, _TEXT_PART]))
 
@@ -173,7 +178,7 @@ def _counter(
     return {
         "account_id": scope.account_id,
         "livemode": scope.livemode,
-        "kind": kind.value,
+        "kind": _KIND_TEXT[kind],
         "subject": subject,
         "bucket": bucket,
         # A number's row is its own; only rows every send shares are split.
@@ -237,10 +242,15 @@ async def before_send(
         "channel_first": f"{channel},",
         "first_length": len(channel) + 1,
     }
-    for i, (kind, subject, since) in enumerate(windows):
-        params.update({f"kind_{i}": kind.value, f"subject_{i}": subject, f"since_{i}": since})
-    for i, (kind, subject) in enumerate(blocks):
-        params.update({f"block_kind_{i}": kind.value, f"block_subject_{i}": subject})
+    for (kind_at, subject_at, since_at), (kind, subject, since) in zip(
+        _WINDOW_KEYS, windows, strict=True
+    ):
+        params[kind_at] = _KIND_TEXT[kind]
+        params[subject_at] = subject
+        params[since_at] = since
+    for (kind_at, subject_at), (kind, subject) in zip(_BLOCK_KEYS, blocks, strict=True):
+        params[kind_at] = _KIND_TEXT[kind]
+        params[subject_at] = subject
     found = SendContext(counters={(k, s): Totals() for k, s, _ in windows})
     for row in await tx.fetch(_BEFORE_SEND_WITH_TEXTS if texts else _BEFORE_SEND, params):
         part = row["part"]

@@ -267,6 +267,18 @@ def values(statement: Sql, params: Params | None, dialect: Dialect) -> tuple[Any
         if as_is.issuperset(map(type, taken)):
             return taken
         statement.converted.add(dialect)
+    if dialect == "sqlite":
+        # A bool (a mode, in most statements) as `bind` makes it, without its call.
+        return tuple(
+            [
+                value
+                if type(value) in as_is
+                else (1 if value else 0)
+                if type(value) is bool
+                else bind(value, dialect)
+                for value in taken
+            ]
+        )
     return tuple([value if type(value) in as_is else bind(value, dialect) for value in taken])
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -31,7 +30,7 @@ from relay.idempotency.claims import Pending
 from relay.ids import new_id
 from relay.metrics import observe
 from relay.phone import Destination
-from relay.records import fast_init
+from relay.records import changed, fast_init
 from relay.sms.custom import NO_TEMPLATES, CustomTemplates
 from relay.sms.locales import resolve_locale
 from relay.sms.templates import BUILT_IN_LOCALES
@@ -303,7 +302,7 @@ class VerificationService:
         if sealed is None:
             raise ResourceMissing()
         code = self._keyring.unseal(verification_id, sealed)
-        resent = dataclasses.replace(
+        resent = changed(
             current, sends=current.sends + 1, last_sent_at=now, updated_at=now, channels=channels
         )
         return _Opened(code, resent, seen_sends=current.sends)
@@ -347,9 +346,7 @@ class VerificationService:
             raise ResourceMissing(f"No such verification: {verification_id}", param="id")
         status = current.status_at(now)
         if status is Status.PENDING:
-            canceled = dataclasses.replace(
-                current, status=Status.CANCELED, canceled_at=now, updated_at=now
-            )
+            canceled = changed(current, status=Status.CANCELED, canceled_at=now, updated_at=now)
             if claim is not None:
                 path = resource_path(verification_id)
                 await claim.take(tx, resource_path=path, result=canceled, now=now)
@@ -364,7 +361,7 @@ class VerificationService:
                 # Its answer is not kept with the key; a request the key refuses changes
                 # nothing, not even this.
                 await claim.require_free(tx, now)
-            expired = dataclasses.replace(current, status=Status.EXPIRED, updated_at=now)
+            expired = changed(current, status=Status.EXPIRED, updated_at=now)
             await events.record(tx, expired, EventType.VERIFICATION_EXPIRED, now)
             return expired, closed_error(Status.EXPIRED)
         return current, None if status is Status.CANCELED else closed_error(status)
