@@ -28,6 +28,9 @@ from relay.sms.custom import NO_TEMPLATES, CustomTemplates
 from relay.sms.locales import resolve_locale
 from relay.sms.templates import BUILT_IN_LOCALES
 
+# The locales of Relay's own texts, as a set once: most accounts have none of their own.
+_BUILT_IN = frozenset(BUILT_IN_LOCALES)
+
 
 @fast_init
 @dataclass(frozen=True)
@@ -116,7 +119,7 @@ class MessageService:
         locale = resolve_locale(
             request.locale,
             country=destination.country,
-            available=custom.locales.union(BUILT_IN_LOCALES),
+            available=custom.locales | _BUILT_IN if custom.texts else _BUILT_IN,
         )
         new = NewMessage(
             id=message_id,

@@ -50,6 +50,9 @@ from relay.verifications.models import (
 from relay.verifications.pages import ListQuery
 from relay.verifications.store import NewVerification
 
+# The locales of Relay's own texts, as a set once: most accounts have none of their own.
+_BUILT_IN = frozenset(BUILT_IN_LOCALES)
+
 
 @fast_init
 @dataclass(frozen=True)
@@ -259,7 +262,7 @@ class VerificationService:
         locale = resolve_locale(
             request.locale,
             country=destination.country,
-            available=custom.locales.union(BUILT_IN_LOCALES),
+            available=custom.locales | _BUILT_IN if custom.texts else _BUILT_IN,
         )
         new = NewVerification(
             id=verification_id,
