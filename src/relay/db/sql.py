@@ -268,13 +268,16 @@ def values(statement: Sql, params: Params | None, dialect: Dialect) -> tuple[Any
             return taken
         statement.converted.add(dialect)
     if dialect == "sqlite":
-        # A bool (a mode, in most statements) as `bind` makes it, without its call.
+        # A bool (a mode, in most statements) and an aware datetime as `bind` makes them,
+        # without its call.
         return tuple(
             [
                 value
                 if type(value) in as_is
                 else (1 if value else 0)
                 if type(value) is bool
+                else _sqlite_text(value)
+                if type(value) is datetime and value.tzinfo is not None
                 else bind(value, dialect)
                 for value in taken
             ]
