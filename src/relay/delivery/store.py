@@ -21,6 +21,8 @@ from relay.records import changed, fast_init
 
 # An enum made from its value is a Python call through EnumType; a dict is one lookup.
 _STATUS_OF: dict[str, AttemptStatus] = {member.value: member for member in AttemptStatus}
+# An enum's `.value` is a Python property: read per attempt written.
+_TEXT_OF = {status: status.value for status in AttemptStatus}
 
 
 @fast_init
@@ -163,7 +165,7 @@ async def insert(tx: Tx, attempts: Sequence[NewAttempt], *, now: datetime) -> No
                 "verification_id": new.row.verification_id,
                 "message_id": new.row.message_id,
                 "carrier": new.row.carrier,
-                "status": new.row.status.value,
+                "status": _TEXT_OF[new.row.status],
                 "error": new.error,
                 "now": now,
                 "route": list(new.row.route),
@@ -276,8 +278,8 @@ async def finish(
     """Move an attempt out of `from_status`; false if something else moved it first."""
     params = {
         "attempt_id": attempt_id,
-        "from_status": from_status.value,
-        "to_status": to_status.value,
+        "from_status": _TEXT_OF[from_status],
+        "to_status": _TEXT_OF[to_status],
         "error": error,
         "now": now,
     }

@@ -23,6 +23,10 @@ class EventType(StrEnum):
     MESSAGE_FAILED = "message.failed"
 
 
+# An enum's `.value` is a Python property: read per event.
+_TYPE_TEXT = {kind: kind.value for kind in EventType}
+
+
 class DeliveryStatus(StrEnum):
     NONE = "none"  # the object has no webhook_url: nothing to deliver
     PENDING = "pending"
@@ -43,7 +47,7 @@ class NewEvent:
         return {
             "id": self.id,
             "object": "event",
-            "type": self.type.value,
+            "type": _TYPE_TEXT[self.type],
             "created_at": isoformat(self.created_at),
             "livemode": self.livemode,
             "data": {"object": self.data_object},

@@ -19,6 +19,10 @@ class MessageStatus(StrEnum):
     FAILED = "failed"  # every route failed, or the failover window closed
 
 
+# An enum's `.value` is a Python property: read per answer.
+_STATUS_TEXT = {status: status.value for status in MessageStatus}
+
+
 @fast_init
 @dataclass(frozen=True)
 class Message:
@@ -42,7 +46,7 @@ class Message:
             "id": self.id,
             "object": "message",
             "livemode": self.livemode,
-            "status": self.status.value,
+            "status": _STATUS_TEXT[self.status],
             "to": self.to,
             "country": self.country,
             "sender": self.sender,

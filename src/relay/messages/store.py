@@ -15,6 +15,8 @@ from relay.records import fast_init
 
 # An enum made from its value is a Python call through EnumType; a dict is one lookup.
 _STATUS_OF: dict[str, MessageStatus] = {member.value: member for member in MessageStatus}
+# An enum's `.value` is a Python property: read per message written.
+_TEXT_OF = {status: status.value for status in MessageStatus}
 
 # Everything but the sealed code.
 _PUBLIC_OF_M = ", ".join(
@@ -94,7 +96,7 @@ async def insert_message(
             "country": new.country,
             "sender": new.sender,
             "locale": new.locale,
-            "status": status.value,
+            "status": _TEXT_OF[status],
             # The code is no longer needed once no attempt can follow.
             "sealed_code": None if final else new.sealed_code,
             "metadata": new.metadata,
@@ -161,7 +163,7 @@ async def mark_sent(tx: Tx, message_id: str, *, now: datetime) -> None:
 
 
 async def finish(tx: Tx, message_id: str, status: MessageStatus, *, now: datetime) -> None:
-    await tx.execute(_FINISH, {"message_id": message_id, "to_status": status.value, "now": now})
+    await tx.execute(_FINISH, {"message_id": message_id, "to_status": _TEXT_OF[status], "now": now})
 
 
 _SENDABLE = Sql(

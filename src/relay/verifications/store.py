@@ -30,6 +30,8 @@ from relay.verifications.models import (
 
 # An enum made from its value is a Python call through EnumType; a dict is one lookup.
 _STATUS_OF: dict[str, Status] = {member.value: member for member in Status}
+# An enum's `.value` is a Python property: read once.
+_PENDING = Status.PENDING.value
 
 
 @fast_init
@@ -200,7 +202,7 @@ def _this(scope: Scope, verification_id: str, **extra: Any) -> dict[str, Any]:
     return {
         **scope.params(),
         "verification_id": verification_id,
-        "pending": Status.PENDING.value,
+        "pending": _PENDING,
         **extra,
     }
 
