@@ -11,6 +11,7 @@ of the day before (docs/decisions/0007-abuse-counters-of-bounded-size.md).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -81,6 +82,8 @@ def step_of(kind: Kind) -> timedelta:
     return HOUR if kind is Kind.ACCOUNT else BUCKET
 
 
+# A request asks for the buckets of its one `now` several times (its windows, its counters).
+@functools.lru_cache(maxsize=64)
 def bucket_of(now: datetime, step: timedelta = BUCKET) -> datetime:
     steps = (now - _EPOCH) // step
     return _EPOCH + steps * step
