@@ -100,6 +100,8 @@ _SEND_PARTS = [
 # The parameters' names of each window and block part, made once.
 _WINDOW_KEYS = [(f"kind_{i}", f"subject_{i}", f"since_{i}") for i in range(_WINDOWS)]
 _BLOCK_KEYS = [(f"block_kind_{i}", f"block_subject_{i}") for i in range(_BLOCKS)]
+# A window without a counter row: one record for all (it is frozen).
+_NO_SENDS = Totals()
 # An enum's `.value` is a Python property.
 _KIND_TEXT = {kind: kind.value for kind in Kind}
 _BEFORE_SEND = Sql(" UNION ALL ".join(_SEND_PARTS))
@@ -251,7 +253,7 @@ async def before_send(
     for (kind_at, subject_at), (kind, subject) in zip(_BLOCK_KEYS, blocks, strict=True):
         params[kind_at] = _KIND_TEXT[kind]
         params[subject_at] = subject
-    found = SendContext(counters={(k, s): Totals() for k, s, _ in windows})
+    found = SendContext(counters=dict.fromkeys([(k, s) for k, s, _ in windows], _NO_SENDS))
     for row in await tx.fetch(_BEFORE_SEND_WITH_TEXTS if texts else _BEFORE_SEND, params):
         part = row["part"]
         if part == "counter":
