@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import closing
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -11,6 +12,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from relay.db.sql import Dialect, Sql, bind, document, moment, values
+from relay.db.sqlite import connect
 
 
 def test_parameters_become_numbered_for_each_driver() -> None:
@@ -67,6 +69,15 @@ def test_values_come_in_the_drivers_order_each_in_the_drivers_form(dialect: Dial
     assert values(statement, params, dialect) == expected
     assert values(Sql("SELECT :only"), {"only": at}, dialect) == (bind(at, dialect),)
     assert values(Sql("SELECT 1"), None, dialect) == ()
+
+
+def test_sqlite_stores_a_bool_bytes_and_none_as_an_integer_a_blob_and_null() -> None:
+    with closing(connect(":memory:")) as connection:
+        statement = Sql("SELECT typeof(:flag), :flag, typeof(:raw), :raw, typeof(:none), :none")
+        args = values(statement, {"flag": True, "raw": b"\x00", "none": None}, "sqlite")
+        row = tuple(connection.execute(statement.sqlite, args).fetchone())
+    assert row == ("integer", 1, "blob", b"\x00", "null", None)
+    assert type(row[3]) is bytes
 
 
 @given(st.datetimes(timezones=st.just(UTC)))

@@ -103,6 +103,13 @@ def test_idempotency_keys_are_1_to_255_printable_ascii(key: str, valid: bool) ->
     assert key_is_valid(key) is valid
 
 
+def test_an_idempotency_key_takes_exactly_the_letters_from_space_to_tilde() -> None:
+    taken = [code for code in range(0x3000) if key_is_valid(f"a{chr(code)}b")]
+    assert taken == list(range(ord(" "), ord("~") + 1))
+    assert not key_is_valid("a\u00e9b")
+    assert not key_is_valid("a\U0001f600b")
+
+
 def test_a_request_fingerprint_separates_its_parts() -> None:
     assert fingerprint("POST", "/v1/a", b"", b"bc") != fingerprint("POST", "/v1/ab", b"", b"c")
 

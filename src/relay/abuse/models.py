@@ -11,11 +11,14 @@ of the day before (docs/decisions/0007-abuse-counters-of-bounded-size.md).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+
+from relay.records import fast_init
 
 BUCKET = timedelta(minutes=5)
 HOUR = timedelta(hours=1)
@@ -55,6 +58,7 @@ class Rules:
         return cap if livemode else cap * self.test_mode_factor
 
 
+@fast_init
 @dataclass(frozen=True)
 class Bucket:
     start: datetime
@@ -63,6 +67,7 @@ class Bucket:
     failed_checks: int = 0
 
 
+@fast_init
 @dataclass(frozen=True)
 class Totals:
     """A window's counters added up (over its buckets and their shards)."""
@@ -77,6 +82,8 @@ def step_of(kind: Kind) -> timedelta:
     return HOUR if kind is Kind.ACCOUNT else BUCKET
 
 
+# A request asks for the buckets of its one `now` several times (its windows, its counters).
+@functools.lru_cache(maxsize=64)
 def bucket_of(now: datetime, step: timedelta = BUCKET) -> datetime:
     steps = (now - _EPOCH) // step
     return _EPOCH + steps * step

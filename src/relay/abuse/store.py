@@ -15,6 +15,10 @@ from typing import Any
 from relay.abuse.models import Bucket, Kind, Totals, bucket_of, step_of
 from relay.accounts.models import Scope
 from relay.db.sql import Row, Sql, Tx, moment
+from relay.records import fast_init
+
+# An enum made from its value is a Python call through EnumType; a dict is one lookup.
+_KIND_OF: dict[str, Kind] = {member.value: member for member in Kind}
 
 # Shards of each shared counter row: enough that concurrent sends rarely pick the same.
 SHARDS = 8
@@ -93,6 +97,13 @@ _SEND_PARTS = [
     *(_BLOCK_PART.format(i=i) for i in range(_BLOCKS)),
     *_NUMBER_PARTS,
 ]
+# The parameters' names of each window and block part, made once.
+_WINDOW_KEYS = [(f"kind_{i}", f"subject_{i}", f"since_{i}") for i in range(_WINDOWS)]
+_BLOCK_KEYS = [(f"block_kind_{i}", f"block_subject_{i}") for i in range(_BLOCKS)]
+# A window without a counter row: one record for all (it is frozen).
+_NO_SENDS = Totals()
+# An enum's `.value` is a Python property.
+_KIND_TEXT = {kind: kind.value for kind in Kind}
 _BEFORE_SEND = Sql(" UNION ALL ".join(_SEND_PARTS))
 _BEFORE_SEND_WITH_TEXTS = Sql(" UNION ALL ".join([*_SEND_PARTS, _TEXT_PART]))
 
@@ -169,7 +180,7 @@ def _counter(
     return {
         "account_id": scope.account_id,
         "livemode": scope.livemode,
-        "kind": kind.value,
+        "kind": _KIND_TEXT[kind],
         "subject": subject,
         "bucket": bucket,
         # A number's row is its own; only rows every send shares are split.
@@ -184,6 +195,7 @@ def _bucket(row: Row) -> Bucket:
     return Bucket(moment(row["bucket"]), row["sends"], row["approvals"], row["failed_checks"])
 
 
+@fast_init
 @dataclass(frozen=True)
 class NumberVerification:
     """One of the number's verifications, as far as a send is concerned."""
@@ -232,19 +244,24 @@ async def before_send(
         "channel_first": f"{channel},",
         "first_length": len(channel) + 1,
     }
-    for i, (kind, subject, since) in enumerate(windows):
-        params.update({f"kind_{i}": kind.value, f"subject_{i}": subject, f"since_{i}": since})
-    for i, (kind, subject) in enumerate(blocks):
-        params.update({f"block_kind_{i}": kind.value, f"block_subject_{i}": subject})
-    found = SendContext(counters={(k, s): Totals() for k, s, _ in windows})
+    for (kind_at, subject_at, since_at), (kind, subject, since) in zip(
+        _WINDOW_KEYS, windows, strict=True
+    ):
+        params[kind_at] = _KIND_TEXT[kind]
+        params[subject_at] = subject
+        params[since_at] = since
+    for (kind_at, subject_at), (kind, subject) in zip(_BLOCK_KEYS, blocks, strict=True):
+        params[kind_at] = _KIND_TEXT[kind]
+        params[subject_at] = subject
+    found = SendContext(counters=dict.fromkeys([(k, s) for k, s, _ in windows], _NO_SENDS))
     for row in await tx.fetch(_BEFORE_SEND_WITH_TEXTS if texts else _BEFORE_SEND, params):
         part = row["part"]
         if part == "counter":
-            found.counters[(Kind(row["kind"]), row["subject"])] = Totals(
+            found.counters[(_KIND_OF[row["kind"]], row["subject"])] = Totals(
                 int(row["sends"]), int(row["approvals"]), int(row["failed_checks"])
             )
         elif part == "block":
-            found.blocked[(Kind(row["kind"]), row["subject"])] = moment(row["until"])
+            found.blocked[(_KIND_OF[row["kind"]], row["subject"])] = moment(row["until"])
         elif part == "text":
             found.texts[(row["kind"], row["subject"])] = row["id"]
         else:

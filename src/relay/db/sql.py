@@ -79,9 +79,10 @@ class Sql:
         "take_postgres",
         "take_sqlite",
         "text",
+        "wide",
     )
 
-    def __init__(self, text: str, *, postgres: str | None = None) -> None:
+    def __init__(self, text: str, *, postgres: str | None = None, wide: bool = False) -> None:
         self.text = " ".join(text.split())
         self.sqlite, self.names = _numbered(self.text, "?")
         pg_text = self.text if postgres is None else " ".join(postgres.split())
@@ -91,6 +92,10 @@ class Sql:
         self.take_postgres = _taker(self.postgres_names)
         # The dialects for which a value of this statement has needed `bind`'s mapping.
         self.converted: set[Dialect] = set()
+        # Rows of many columns, each read by its exact name several times: sqlite3's rows
+        # find a name by comparing it with every column before it, so SQLite hands each
+        # of these over as a dict (read by name only, as written in the statement).
+        self.wide = wide
 
     def __repr__(self) -> str:
         return f"Sql({self.text!r})"
@@ -179,9 +184,21 @@ class Channels:
 _AS_IS = frozenset({str, int, bool, bytes, float, type(None)})
 
 
+# What sqlite3 binds without asking its adapter registry first: a bool, bytes or None
+# goes through that registry's lookups, several times the bind's own cost.
+_SQLITE_AS_IS = frozenset({str, int, float, bytearray, type(None)})
+
+
 def bind(value: Any, dialect: Dialect) -> Any:
     """The driver's form of a value."""
-    if type(value) in _AS_IS:
+    kind = type(value)
+    if kind in _AS_IS:
+        if dialect == "sqlite":
+            # Stored as they would be: a bool as the integer, bytes as a BLOB.
+            if kind is bool:
+                return int(value)
+            if kind is bytes:
+                return bytearray(value)
         return value
     if isinstance(value, datetime):
         if value.tzinfo is None:
@@ -235,9 +252,9 @@ _SECONDS_KEPT = 4096
 
 def values(statement: Sql, params: Params | None, dialect: Dialect) -> tuple[Any, ...]:
     if dialect == "sqlite":
-        names, take = statement.names, statement.take_sqlite
+        names, take, as_is = statement.names, statement.take_sqlite, _SQLITE_AS_IS
     else:
-        names, take = statement.postgres_names, statement.take_postgres
+        names, take, as_is = statement.postgres_names, statement.take_postgres, _AS_IS
     if not names:
         return ()
     if params is None:
@@ -247,10 +264,24 @@ def values(statement: Sql, params: Params | None, dialect: Dialect) -> tuple[Any
     # are checked in one set operation while they all have been; a statement that has
     # bound another (a datetime, a document) maps each value that is not.
     if dialect not in statement.converted:
-        if _AS_IS.issuperset(map(type, taken)):
+        if as_is.issuperset(map(type, taken)):
             return taken
         statement.converted.add(dialect)
-    as_is = _AS_IS
+    if dialect == "sqlite":
+        # A bool (a mode, in most statements) and an aware datetime as `bind` makes them,
+        # without its call.
+        return tuple(
+            [
+                value
+                if type(value) in as_is
+                else (1 if value else 0)
+                if type(value) is bool
+                else _sqlite_text(value)
+                if type(value) is datetime and value.tzinfo is not None
+                else bind(value, dialect)
+                for value in taken
+            ]
+        )
     return tuple([value if type(value) in as_is else bind(value, dialect) for value in taken])
 
 

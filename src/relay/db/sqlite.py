@@ -18,6 +18,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from relay.db.changes import GENERATION, Changes, local_channel
 from relay.db.group_commit import MAX_BATCH, Batched, GroupCommit, T, Unit
@@ -51,6 +52,14 @@ RESTART_PAGES = 10_000
 RESTART_TIMEOUT = 0.2
 
 
+# sqlite3 binds None only after looking for an adapter by three lookups, the costliest
+# part of binding it; one registered for None is found by the first. `{}.get` of one
+# argument answers None (NULL), as a C call.
+_NOTHING: dict[None, None] = {}
+_NULL: Callable[[None], None] = _NOTHING.get
+sqlite3.register_adapter(type(None), _NULL)
+
+
 def create_file(path: str) -> None:
     """The database file, made with mode 0600 before SQLite opens it. SQLite gives the
     -wal and -shm files it makes beside it the main file's mode, so they are private too."""
@@ -74,24 +83,17 @@ def connect(path: str) -> sqlite3.Connection:
     return connection
 
 
-class _Translated:
-    """sqlite3's errors as the data layer's. A class, not @contextmanager: it wraps
-    every statement, and a generator-based one costs a generator per use."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, _: object
-    ) -> None:
-        if isinstance(error, sqlite3.IntegrityError):
-            raise IntegrityViolation(str(error)) from error
-        if isinstance(error, sqlite3.OperationalError):
-            # Locked past the busy timeout, disk full, read-only file: nothing was written.
-            raise DatabaseUnavailable(str(error)) from error
+# sqlite3's errors that become the data layer's (`_translation`). Caught by `try`, which
+# costs nothing until one is raised; a context manager costs two calls per statement.
+_TRANSLATED = (sqlite3.IntegrityError, sqlite3.OperationalError)
 
 
-_translated = _Translated()
+def _translation(error: sqlite3.Error) -> Exception:
+    """The data layer's error for one of sqlite3's `_TRANSLATED`."""
+    if isinstance(error, sqlite3.IntegrityError):
+        return IntegrityViolation(str(error))
+    # Locked past the busy timeout, disk full, read-only file: nothing was written.
+    return DatabaseUnavailable(str(error))
 
 
 class SqliteTx(Channels):
@@ -103,30 +105,52 @@ class SqliteTx(Channels):
 
     async def execute(self, statement: Sql, params: Params | None = None) -> int:
         args = self.bound(statement, params)
-        with _translated:
+        try:
             cursor = self.connection.execute(statement.sqlite, args)
+        except _TRANSLATED as error:
+            raise _translation(error) from error
         return cursor.rowcount
 
     async def executemany(self, statement: Sql, rows: Sequence[Params]) -> None:
+        if len(rows) == 1:
+            # sqlite3's executemany walks an iterator of rows: for one row, execute's cheaper.
+            args = self.bound(statement, rows[0])
+            try:
+                self.connection.execute(statement.sqlite, args)
+            except _TRANSLATED as error:
+                raise _translation(error) from error
+            return
         many = self.bound_rows(statement, rows)
-        with _translated:
+        try:
             self.connection.executemany(statement.sqlite, many)
+        except _TRANSLATED as error:
+            raise _translation(error) from error
 
     async def fetch(self, statement: Sql, params: Params | None = None) -> list[Row]:
         args = self.bound(statement, params)
-        with _translated:
+        try:
             cursor = self.connection.execute(statement.sqlite, args)
             rows: list[Row] = cursor.fetchall()
-        return rows
+        except _TRANSLATED as error:
+            raise _translation(error) from error
+        return _by_name(rows) if statement.wide and rows else rows
 
     async def fetchrow(self, statement: Sql, params: Params | None = None) -> Row | None:
         args = self.bound(statement, params)
-        with _translated:
+        try:
             cursor = self.connection.execute(statement.sqlite, args)
             row: Row | None = cursor.fetchone()
             # A RETURNING statement finishes only when its rows are read out.
             cursor.fetchall()
-        return row
+        except _TRANSLATED as error:
+            raise _translation(error) from error
+        return _by_name([row])[0] if statement.wide and row is not None else row
+
+
+def _by_name(rows: list[Any]) -> list[Row]:
+    """sqlite3's rows as dicts by column name (see `Sql.wide`)."""
+    names = rows[0].keys()
+    return [dict(zip(names, row, strict=True)) for row in rows]
 
 
 class SqliteSession:
@@ -141,8 +165,10 @@ class SqliteSession:
         return self.tx.take_notified()
 
     def _run(self, sql: str) -> None:
-        with _translated:
+        try:
             self.connection.execute(sql)
+        except _TRANSLATED as error:
+            raise _translation(error) from error
 
     async def begin(self) -> None:
         if self._checkpointer.restart_due:
@@ -250,13 +276,15 @@ class SqliteChanges:
         return self.fresh()
 
     def fresh(self) -> bool:
-        with _translated:
+        try:
             (version,) = self._cursor.execute("PRAGMA data_version").fetchone()
             if version == self._version:
                 return True
             # Asked before the counter: a commit in between moves the version again.
             args = self._reader.bound(GENERATION, {"name": self._kind})
             row = self._reader.connection.execute(GENERATION.sqlite, args).fetchone()
+        except _TRANSLATED as error:
+            raise _translation(error) from error
         self._version = version
         generation = None if row is None else int(row["generation"])
         if generation != self._generation or generation is None:

@@ -75,6 +75,7 @@ class Submitted:
     latest: object | None = None
 
 
+@fast_init
 @dataclass(frozen=True)
 class Sending:
     """A send decided inside its owner's creating unit, nothing of it written yet."""

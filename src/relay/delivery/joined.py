@@ -7,6 +7,9 @@ from collections.abc import Sequence
 from relay.db.sql import Row, Sql, Tx, document, moment
 from relay.delivery.attempts import Attempt, AttemptStatus
 
+# An enum made from its value is a Python call through EnumType; a dict is one lookup.
+_STATUS_OF: dict[str, AttemptStatus] = {member.value: member for member in AttemptStatus}
+
 # For loads that join an owner to its attempts (table alias `a`) in one
 # statement (one owner, one round trip): the attempt's columns under names of their own.
 JOINED_ATTEMPT_COLUMNS = (
@@ -30,7 +33,7 @@ _ATTEMPTS_OF_VERIFICATIONS = Sql(
 def _joined_attempt(row: Row, livemode: bool) -> Attempt:
     return Attempt(
         id=row["attempt_id"],
-        status=AttemptStatus(row["attempt_status"]),
+        status=_STATUS_OF[row["attempt_status"]],
         carrier=row["attempt_carrier"],
         at=moment(row["attempt_at"]),
         error=document(row["attempt_error"]),

@@ -197,6 +197,7 @@ class OwnerState:
     snapshot: object
 
 
+@fast_init
 @dataclass(frozen=True)
 class Told:
     """An owner after its send's answers, before anything is written: how it stands,

@@ -16,7 +16,6 @@ once, never silently dropped.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import random
 import secrets
@@ -37,6 +36,7 @@ from relay.delivery.owners import Draft, Kind, Owner, OwnerRef
 from relay.delivery.recording import Recorder
 from relay.delivery.store import AttemptRow
 from relay.events import store as event_store
+from relay.records import changed
 
 log = logging.getLogger("relay.delivery")
 
@@ -174,7 +174,7 @@ class Delivery:
         job = submitted.job
         if job is None:
             return submitted.latest
-        return await self.dispatch(job if then is None else dataclasses.replace(job, then=then))
+        return await self.dispatch(job if then is None else changed(job, then=then))
 
     # --- submitting ---------------------------------------------------------
 

@@ -19,6 +19,11 @@ from relay.delivery.owners import OwnerRef
 from relay.ids import new_id
 from relay.records import changed, fast_init
 
+# An enum made from its value is a Python call through EnumType; a dict is one lookup.
+_STATUS_OF: dict[str, AttemptStatus] = {member.value: member for member in AttemptStatus}
+# An enum's `.value` is a Python property: read per attempt written.
+_TEXT_OF = {status: status.value for status in AttemptStatus}
+
 
 @fast_init
 @dataclass(frozen=True)
@@ -82,7 +87,7 @@ def _row(row: Row) -> AttemptRow:
         verification_id=row["verification_id"],
         message_id=row["message_id"],
         carrier=row["carrier"],
-        status=AttemptStatus(row["status"]),
+        status=_STATUS_OF[row["status"]],
         route=route,
         position=row["position"],
         carrier_message_id=row["carrier_message_id"],
@@ -160,7 +165,7 @@ async def insert(tx: Tx, attempts: Sequence[NewAttempt], *, now: datetime) -> No
                 "verification_id": new.row.verification_id,
                 "message_id": new.row.message_id,
                 "carrier": new.row.carrier,
-                "status": new.row.status.value,
+                "status": _TEXT_OF[new.row.status],
                 "error": new.error,
                 "now": now,
                 "route": list(new.row.route),
@@ -273,8 +278,8 @@ async def finish(
     """Move an attempt out of `from_status`; false if something else moved it first."""
     params = {
         "attempt_id": attempt_id,
-        "from_status": from_status.value,
-        "to_status": to_status.value,
+        "from_status": _TEXT_OF[from_status],
+        "to_status": _TEXT_OF[to_status],
         "error": error,
         "now": now,
     }

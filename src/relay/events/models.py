@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from relay.clock import isoformat
+from relay.records import fast_init
 
 
 class EventType(StrEnum):
@@ -22,6 +23,10 @@ class EventType(StrEnum):
     MESSAGE_FAILED = "message.failed"
 
 
+# An enum's `.value` is a Python property: read per event.
+_TYPE_TEXT = {kind: kind.value for kind in EventType}
+
+
 class DeliveryStatus(StrEnum):
     NONE = "none"  # the object has no webhook_url: nothing to deliver
     PENDING = "pending"
@@ -29,6 +34,7 @@ class DeliveryStatus(StrEnum):
     DROPPED = "dropped"
 
 
+@fast_init
 @dataclass(frozen=True)
 class NewEvent:
     id: str
@@ -41,7 +47,7 @@ class NewEvent:
         return {
             "id": self.id,
             "object": "event",
-            "type": self.type.value,
+            "type": _TYPE_TEXT[self.type],
             "created_at": isoformat(self.created_at),
             "livemode": self.livemode,
             "data": {"object": self.data_object},

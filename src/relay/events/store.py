@@ -15,6 +15,13 @@ from relay.events.models import DeliveryStatus, EventType, NewEvent
 from relay.ids import new_id
 from relay.webhooks.guard import endpoint
 
+# An enum made from its value is a Python call through EnumType; a dict is one lookup.
+_TYPE_OF: dict[str, EventType] = {member.value: member for member in EventType}
+_DELIVERY_STATUS_OF: dict[str, DeliveryStatus] = {member.value: member for member in DeliveryStatus}
+# An enum's `.value` is a Python property: read per event.
+_TYPE_TEXT = {kind: kind.value for kind in EventType}
+_DELIVERY_TEXT = {status: status.value for status in DeliveryStatus}
+
 # Notified when an event with a webhook commits: the delivery loop listens.
 CHANNEL = "events"
 
@@ -85,13 +92,13 @@ def _params(
         "id": event.id,
         "account_id": account_id,
         "livemode": event.livemode,
-        "type": event.type.value,
+        "type": _TYPE_TEXT[event.type],
         "related_id": related_id,
         "payload": orjson.dumps(event.envelope()).decode(),
         "webhook_url": webhook_url,
         # The delivery loop's per-endpoint cap reads this key (`relay.events.due`).
         "endpoint": endpoint(webhook_url) if webhook_url else None,
-        "delivery_status": status.value,
+        "delivery_status": _DELIVERY_TEXT[status],
         "created_at": event.created_at,
         "next_attempt_at": event.created_at if webhook_url else None,
     }
@@ -294,10 +301,10 @@ async def list_page(
 def _from_row(row: Row, attempts: Sequence[AttemptRecord]) -> StoredEvent:
     return StoredEvent(
         id=row["id"],
-        type=EventType(row["type"]),
+        type=_TYPE_OF[row["type"]],
         payload=row["payload"],
         webhook_url=row["webhook_url"],
-        delivery_status=DeliveryStatus(row["delivery_status"]),
+        delivery_status=_DELIVERY_STATUS_OF[row["delivery_status"]],
         attempts=tuple(attempts),
     )
 

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from relay.errors import IdempotencyKeyInUse, IdempotencyKeyReused
+from relay.records import fast_init
 
 KEEP = timedelta(hours=24)
 MAX_KEY_LENGTH = 255
@@ -18,6 +19,7 @@ class KeyStatus(StrEnum):
     DONE = "done"
 
 
+@fast_init
 @dataclass(frozen=True)
 class StoredResponse:
     status: int
@@ -25,6 +27,7 @@ class StoredResponse:
     body: bytes
 
 
+@fast_init
 @dataclass(frozen=True)
 class KeyRecord:
     request_hash: str
@@ -36,11 +39,13 @@ class KeyRecord:
     resource_path: str | None = None
 
 
+@fast_init
 @dataclass(frozen=True)
 class Replay:
     response: StoredResponse
 
 
+@fast_init
 @dataclass(frozen=True)
 class Recover:
     """The holder's change committed with the key, but it died before storing its answer:
@@ -52,16 +57,28 @@ class Recover:
 
 
 def key_is_valid(key: str) -> bool:
-    return 0 < len(key) <= MAX_KEY_LENGTH and all(" " <= char <= "~" for char in key)
+    # Printable ASCII (" " to "~"), by two C calls rather than one comparison per letter.
+    return 0 < len(key) <= MAX_KEY_LENGTH and key.isascii() and key.isprintable()
 
 
 def fingerprint(method: str, path: str, query: bytes, body: bytes) -> str:
     """Same method, path and body bytes: the same request."""
-    digest = hashlib.sha256()
-    for part in (method.encode(), path.encode(), query, body):
-        digest.update(len(part).to_bytes(8, "big"))
-        digest.update(part)
-    return digest.hexdigest()
+    verb, where = method.encode(), path.encode()
+    # Each part after its length, hashed in one call.
+    return hashlib.sha256(
+        b"".join(
+            (
+                len(verb).to_bytes(8, "big"),
+                verb,
+                len(where).to_bytes(8, "big"),
+                where,
+                len(query).to_bytes(8, "big"),
+                query,
+                len(body).to_bytes(8, "big"),
+                body,
+            )
+        )
+    ).hexdigest()
 
 
 def is_storable(status: int) -> bool:

@@ -11,6 +11,11 @@ from relay.accounts.models import Scope
 from relay.db.sql import Row, Sql, Tx, document, moment
 from relay.idempotency.models import KeyRecord, KeyStatus, StoredResponse
 
+# An enum made from its value is a Python call through EnumType; a dict is one lookup.
+_STATUS_OF: dict[str, KeyStatus] = {member.value: member for member in KeyStatus}
+# An enum's `.value` is a Python property: read once.
+_IN_PROGRESS, _DONE = KeyStatus.IN_PROGRESS.value, KeyStatus.DONE.value
+
 _KEY = "account_id = :account AND livemode = :livemode AND key = :key"
 # The holder's token is its lease's end: a write after the lease was taken over matches nothing.
 _HELD = f"{_KEY} AND status = 'in_progress' AND locked_until = :locked_until"
@@ -68,7 +73,7 @@ def _params(
         "livemode": scope.livemode,
         "key": key,
         "request_hash": request_hash,
-        "status": KeyStatus.IN_PROGRESS.value if response is None else KeyStatus.DONE.value,
+        "status": _IN_PROGRESS if response is None else _DONE,
         "resource_path": resource_path,
         "response_status": None if response is None else response.status,
         "headers": None if response is None else [list(pair) for pair in response.headers],
@@ -113,7 +118,7 @@ def _record(row: Row) -> KeyRecord:
         response = StoredResponse(row["response_status"], headers, bytes(row["response_body"]))
     return KeyRecord(
         request_hash=row["request_hash"],
-        status=KeyStatus(row["status"]),
+        status=_STATUS_OF[row["status"]],
         locked_until=moment(row["locked_until"]),
         created_at=moment(row["created_at"]),
         response=response,

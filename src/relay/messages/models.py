@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -10,6 +9,7 @@ from typing import Any
 
 from relay.clock import isoformat
 from relay.delivery.attempts import Attempt, AttemptStatus
+from relay.records import changed, fast_init
 
 
 class MessageStatus(StrEnum):
@@ -19,6 +19,11 @@ class MessageStatus(StrEnum):
     FAILED = "failed"  # every route failed, or the failover window closed
 
 
+# An enum's `.value` is a Python property: read per answer.
+_STATUS_TEXT = {status: status.value for status in MessageStatus}
+
+
+@fast_init
 @dataclass(frozen=True)
 class Message:
     id: str
@@ -41,7 +46,7 @@ class Message:
             "id": self.id,
             "object": "message",
             "livemode": self.livemode,
-            "status": self.status.value,
+            "status": _STATUS_TEXT[self.status],
             "to": self.to,
             "country": self.country,
             "sender": self.sender,
@@ -62,8 +67,7 @@ class Message:
 def just_sent(message: Message, attempt_id: str) -> dict[str, Any]:
     """As events show it when `attempt_id` was sent, before that attempt's receipt."""
     attempts = tuple(
-        dataclasses.replace(a, status=AttemptStatus.SENT) if a.id == attempt_id else a
-        for a in message.attempts
+        changed(a, status=AttemptStatus.SENT) if a.id == attempt_id else a for a in message.attempts
     )
-    sent = dataclasses.replace(message, status=MessageStatus.SENT, attempts=attempts)
+    sent = changed(message, status=MessageStatus.SENT, attempts=attempts)
     return sent.to_api()

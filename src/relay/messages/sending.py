@@ -6,7 +6,6 @@ its own events.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -19,6 +18,7 @@ from relay.events import store as event_store
 from relay.events.models import EventType
 from relay.messages import store
 from relay.messages.models import Message, MessageStatus, just_sent
+from relay.records import changed
 
 
 def owner_state(message: Message) -> OwnerState:
@@ -105,18 +105,16 @@ class MessageOwner:
     ) -> Told:
         """The message's own state after its answers is written with it, by its insert."""
         assert isinstance(opened, Message)
-        message = dataclasses.replace(opened, attempts=(*opened.attempts, *attempts))
+        message = changed(opened, attempts=(*opened.attempts, *attempts))
         status = message.status
         changes: list[tuple[EventType, dict[str, Any]]] = []
         for answer in answers:
             status = _status_after(status, answer)
-            shown = dataclasses.replace(
-                message, status=status, attempts=as_answered(message.attempts, answer)
-            )
+            shown = changed(message, status=status, attempts=as_answered(message.attempts, answer))
             if answer.outcome == "delivered":
                 changes.append((EventType.MESSAGE_SENT, just_sent(shown, answer.attempt_id)))
             changes.append((_TOLD[answer.outcome], shown.to_api()))
-        message = dataclasses.replace(message, status=status)
+        message = changed(message, status=status)
         return Told(owner_state(message), changes, message)
 
     async def attempt_canceled(self, tx: Tx, owner_id: str, *, now: datetime) -> None:

@@ -23,11 +23,16 @@ from relay.messages import store
 from relay.messages.models import Message
 from relay.messages.store import NewMessage
 from relay.phone import Destination
+from relay.records import fast_init
 from relay.sms.custom import NO_TEMPLATES, CustomTemplates
 from relay.sms.locales import resolve_locale
 from relay.sms.templates import BUILT_IN_LOCALES
 
+# The locales of Relay's own texts, as a set once: most accounts have none of their own.
+_BUILT_IN = frozenset(BUILT_IN_LOCALES)
 
+
+@fast_init
 @dataclass(frozen=True)
 class SendRequest:
     """`code` is the client's secret: never log it."""
@@ -40,6 +45,7 @@ class SendRequest:
     webhook_url: str | None
 
 
+@fast_init
 @dataclass(frozen=True)
 class _Queued:
     message_id: str
@@ -113,7 +119,7 @@ class MessageService:
         locale = resolve_locale(
             request.locale,
             country=destination.country,
-            available=custom.locales.union(BUILT_IN_LOCALES),
+            available=custom.locales | _BUILT_IN if custom.texts else _BUILT_IN,
         )
         new = NewMessage(
             id=message_id,

@@ -11,6 +11,12 @@ from relay.db.sql import Row, Sql, Tx, document, flag, moment
 from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS, joined_attempts
 from relay.delivery.owners import Sendable
 from relay.messages.models import Message, MessageStatus
+from relay.records import fast_init
+
+# An enum made from its value is a Python call through EnumType; a dict is one lookup.
+_STATUS_OF: dict[str, MessageStatus] = {member.value: member for member in MessageStatus}
+# An enum's `.value` is a Python property: read per message written.
+_TEXT_OF = {status: status.value for status in MessageStatus}
 
 # Everything but the sealed code.
 _PUBLIC_OF_M = ", ".join(
@@ -46,9 +52,10 @@ _LOAD = Sql(
     _WITH_ATTEMPTS.format(
         where="m.id = :message_id AND m.account_id = :scope_account"
         " AND m.livemode = :scope_livemode"
-    )
+    ),
+    wide=True,
 )
-_LOAD_ANY = Sql(_WITH_ATTEMPTS.format(where="m.id = :message_id"))
+_LOAD_ANY = Sql(_WITH_ATTEMPTS.format(where="m.id = :message_id"), wide=True)
 _MARK_SENT = Sql(
     "UPDATE messages SET status = 'sent', updated_at = :now"
     " WHERE id = :message_id AND status = 'queued'"
@@ -60,6 +67,7 @@ _FINISH = Sql(
 )
 
 
+@fast_init
 @dataclass(frozen=True)
 class NewMessage:
     id: str
@@ -88,7 +96,7 @@ async def insert_message(
             "country": new.country,
             "sender": new.sender,
             "locale": new.locale,
-            "status": status.value,
+            "status": _TEXT_OF[status],
             # The code is no longer needed once no attempt can follow.
             "sealed_code": None if final else new.sealed_code,
             "metadata": new.metadata,
@@ -131,7 +139,7 @@ def _joined(rows: list[Row]) -> Message | None:
         country=row["country"],
         sender=row["sender"],
         locale=row["locale"],
-        status=MessageStatus(row["status"]),
+        status=_STATUS_OF[row["status"]],
         metadata=document(row["metadata"]),
         webhook_url=row["webhook_url"],
         created_at=moment(row["created_at"]),
@@ -155,7 +163,7 @@ async def mark_sent(tx: Tx, message_id: str, *, now: datetime) -> None:
 
 
 async def finish(tx: Tx, message_id: str, status: MessageStatus, *, now: datetime) -> None:
-    await tx.execute(_FINISH, {"message_id": message_id, "to_status": status.value, "now": now})
+    await tx.execute(_FINISH, {"message_id": message_id, "to_status": _TEXT_OF[status], "now": now})
 
 
 _SENDABLE = Sql(

@@ -15,6 +15,7 @@ from relay.accounts.models import Scope
 from relay.db.sql import Row, Sql, Tx
 from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS
 from relay.phone import Destination
+from relay.records import fast_init
 from relay.verifications.models import Verification
 from relay.verifications.store import PUBLIC_OF_V, joined
 
@@ -29,12 +30,14 @@ _BY_NUMBER = (
     "(SELECT id FROM verifications WHERE account_id = {account}"
     " AND livemode = {livemode} AND to_number = :to AND status = 'pending')"
 )
-_FOR_CHECK_BY_ID = Sql(_FOR_CHECK.format(id=":verification_id"))
+_FOR_CHECK_BY_ID = Sql(_FOR_CHECK.format(id=":verification_id"), wide=True)
 _FOR_CHECK_BY_NUMBER = Sql(
-    _FOR_CHECK.format(id=_BY_NUMBER.format(account=":scope_account", livemode=":scope_livemode"))
+    _FOR_CHECK.format(id=_BY_NUMBER.format(account=":scope_account", livemode=":scope_livemode")),
+    wide=True,
 )
 
 
+@fast_init
 @dataclass(frozen=True)
 class CheckMaterial:
     """What a check needs, in one read: the verification, its code's MAC, and the wrong

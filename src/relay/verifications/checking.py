@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import datetime
 
 from relay.abuse.service import AbuseGuard
@@ -16,6 +15,7 @@ from relay.events.models import EventType
 from relay.idempotency import claims
 from relay.idempotency.claims import Pending
 from relay.metrics import observe
+from relay.records import changed
 from relay.verifications import check_store, events, store
 from relay.verifications.check_store import CheckMaterial
 from relay.verifications.models import (
@@ -126,7 +126,7 @@ class Checks:
         )
         if checks is None:
             return None
-        return dataclasses.replace(current, checks=checks, updated_at=now)
+        return changed(current, checks=checks, updated_at=now)
 
     async def _check(
         self,
@@ -158,7 +158,7 @@ class Checks:
         if rule is None:
             return await self._closed(tx, scope, current, now, claim)
         approved = rule.status is Status.APPROVED
-        verification = dataclasses.replace(
+        verification = changed(
             current,
             status=rule.status,
             checks=rule.checks,

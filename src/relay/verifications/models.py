@@ -82,14 +82,19 @@ class Verification:
         return self.status
 
     def to_api(self, now: datetime) -> dict[str, Any]:
-        status = self.status_at(now)
+        # `status_at` and `channel` inline: every answer and event shows one.
+        status = self.status
+        if status is Status.PENDING and now >= self.expires_at:
+            status = Status.EXPIRED
+        attempts = self.attempts
+        approved_at, canceled_at = self.approved_at, self.canceled_at
         return {
             "id": self.id,
             "object": "verification",
             "livemode": self.livemode,
             "status": _STATUS_TEXT[status],
             "to": self.to,
-            "channel": self.channel,
+            "channel": attempts[-1].channel if attempts else self.channels[0],
             # An email address has no country.
             "country": self.country or None,
             "sender": self.sender,
@@ -97,14 +102,14 @@ class Verification:
             "code_length": self.code_length,
             "verified": status is Status.APPROVED,
             "remaining_checks": max(0, CHECK_LIMIT - self.checks),
-            "attempts": [attempt.to_api() for attempt in self.attempts],
+            "attempts": [attempt.to_api() for attempt in attempts],
             "metadata": self.metadata,
             "webhook_url": self.webhook_url,
             "created_at": isoformat(self.created_at),
             "updated_at": isoformat(self.updated_at),
             "expires_at": isoformat(self.expires_at),
-            "approved_at": _iso_or_none(self.approved_at),
-            "canceled_at": _iso_or_none(self.canceled_at),
+            "approved_at": None if approved_at is None else isoformat(approved_at),
+            "canceled_at": None if canceled_at is None else isoformat(canceled_at),
         }
 
 
@@ -119,10 +124,6 @@ def just_sent(verification: Verification, attempt_id: str, now: datetime) -> dic
         for a in verification.attempts
     )
     return verification.with_attempts(attempts).to_api(now)
-
-
-def _iso_or_none(moment: datetime | None) -> str | None:
-    return None if moment is None else isoformat(moment)
 
 
 _CLOSED_ERRORS: dict[Status, type[VerificationClosed]] = {

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -31,6 +30,7 @@ from relay.idempotency.claims import Pending
 from relay.ids import new_id
 from relay.metrics import observe
 from relay.phone import Destination
+from relay.records import changed, fast_init
 from relay.sms.custom import NO_TEMPLATES, CustomTemplates
 from relay.sms.locales import resolve_locale
 from relay.sms.templates import BUILT_IN_LOCALES
@@ -50,7 +50,11 @@ from relay.verifications.models import (
 from relay.verifications.pages import ListQuery
 from relay.verifications.store import NewVerification
 
+# The locales of Relay's own texts, as a set once: most accounts have none of their own.
+_BUILT_IN = frozenset(BUILT_IN_LOCALES)
 
+
+@fast_init
 @dataclass(frozen=True)
 class CreateRequest:
     to: str
@@ -72,6 +76,7 @@ class Limits:
     resend_interval: int = 30
 
 
+@fast_init
 @dataclass(frozen=True)
 class _Opened:
     """A verification about to be sent (new or resent), with its code: never log it."""
@@ -88,6 +93,7 @@ class _Opened:
         return self.verification.id
 
 
+@fast_init
 @dataclass(frozen=True)
 class _Sent:
     verification_id: str
@@ -256,7 +262,7 @@ class VerificationService:
         locale = resolve_locale(
             request.locale,
             country=destination.country,
-            available=custom.locales.union(BUILT_IN_LOCALES),
+            available=custom.locales | _BUILT_IN if custom.texts else _BUILT_IN,
         )
         new = NewVerification(
             id=verification_id,
@@ -299,7 +305,7 @@ class VerificationService:
         if sealed is None:
             raise ResourceMissing()
         code = self._keyring.unseal(verification_id, sealed)
-        resent = dataclasses.replace(
+        resent = changed(
             current, sends=current.sends + 1, last_sent_at=now, updated_at=now, channels=channels
         )
         return _Opened(code, resent, seen_sends=current.sends)
@@ -343,9 +349,7 @@ class VerificationService:
             raise ResourceMissing(f"No such verification: {verification_id}", param="id")
         status = current.status_at(now)
         if status is Status.PENDING:
-            canceled = dataclasses.replace(
-                current, status=Status.CANCELED, canceled_at=now, updated_at=now
-            )
+            canceled = changed(current, status=Status.CANCELED, canceled_at=now, updated_at=now)
             if claim is not None:
                 path = resource_path(verification_id)
                 await claim.take(tx, resource_path=path, result=canceled, now=now)
@@ -360,7 +364,7 @@ class VerificationService:
                 # Its answer is not kept with the key; a request the key refuses changes
                 # nothing, not even this.
                 await claim.require_free(tx, now)
-            expired = dataclasses.replace(current, status=Status.EXPIRED, updated_at=now)
+            expired = changed(current, status=Status.EXPIRED, updated_at=now)
             await events.record(tx, expired, EventType.VERIFICATION_EXPIRED, now)
             return expired, closed_error(Status.EXPIRED)
         return current, None if status is Status.CANCELED else closed_error(status)

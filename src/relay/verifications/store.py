@@ -19,6 +19,7 @@ from relay.db.sql import Row, Sql, Tx, document, flag, moment, moment_or_none
 from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS, joined_attempts
 from relay.delivery.owners import Sendable
 from relay.errors import ResourceMissing
+from relay.records import fast_init
 from relay.verifications.models import (
     CHECK_LIMIT,
     Attempt,
@@ -27,7 +28,13 @@ from relay.verifications.models import (
     Verification,
 )
 
+# An enum made from its value is a Python call through EnumType; a dict is one lookup.
+_STATUS_OF: dict[str, Status] = {member.value: member for member in Status}
+# An enum's `.value` is a Python property: read once.
+_PENDING = Status.PENDING.value
 
+
+@fast_init
 @dataclass(frozen=True)
 class NewVerification:
     id: str
@@ -69,7 +76,7 @@ def from_row(row: Row, found: Sequence[Attempt] = ()) -> Verification:
         sender=row["sender"],
         locale=row["locale"],
         code_length=row["code_length"],
-        status=Status(row["status"]),
+        status=_STATUS_OF[row["status"]],
         checks=row["checks"],
         sends=row["sends"],
         metadata=document(row["metadata"]),
@@ -111,16 +118,18 @@ _LOAD = Sql(
     _WITH_ATTEMPTS.format(
         where="v.account_id = :scope_account AND v.livemode = :scope_livemode"
         " AND v.id = :verification_id"
-    )
+    ),
+    wide=True,
 )
 # Without a scope: the delivery layer's load, once per event it records.
-_LOAD_ANY = Sql(_WITH_ATTEMPTS.format(where="v.id = :verification_id"))
+_LOAD_ANY = Sql(_WITH_ATTEMPTS.format(where="v.id = :verification_id"), wide=True)
 # A resend's one read: the verification, its attempts and its sealed code.
 _LOAD_SEALED = Sql(
     f"SELECT {PUBLIC_OF_V}, v.sealed_code, {JOINED_ATTEMPT_COLUMNS} FROM verifications v"
     " LEFT OUTER JOIN attempts a ON a.verification_id = v.id"
     " WHERE v.account_id = :scope_account AND v.livemode = :scope_livemode"
-    " AND v.id = :verification_id ORDER BY a.id"
+    " AND v.id = :verification_id ORDER BY a.id",
+    wide=True,
 )
 _INSERT_VERIFICATION = Sql(
     "INSERT INTO verifications (id, account_id, livemode, to_number, country, sender, locale,"
@@ -193,7 +202,7 @@ def _this(scope: Scope, verification_id: str, **extra: Any) -> dict[str, Any]:
     return {
         **scope.params(),
         "verification_id": verification_id,
-        "pending": Status.PENDING.value,
+        "pending": _PENDING,
         **extra,
     }
 
@@ -306,7 +315,7 @@ async def count_check(
     """Count one check and move the state, atomically; None if it was not open."""
     params = _this(scope, verification_id, correct=correct, now=now)
     row = await tx.fetchrow(_COUNT_CHECK, params)
-    return None if row is None else CountedCheck(Status(row["status"]), row["checks"])
+    return None if row is None else CountedCheck(_STATUS_OF[row["status"]], row["checks"])
 
 
 async def count_wrong_check(
