@@ -109,18 +109,18 @@ class RelayApp(Starlette):
     front: ApiFront | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        found = None if self.front is None else self.front.find(scope)
-        if found is None:
+        front = self.front
+        found = None if front is None else front.find(scope)
+        if front is None or found is None:
             await super().__call__(scope, receive, send)
             return
-        assert self.front is not None
         scope["app"] = self
-        await self.front(scope, receive, send, found)
+        await front(scope, receive, send, found)
 
 
 def _pages(document: dict[str, Any], readiness: Readiness) -> list[Operation]:
-    """Served without a key and outside the document. Listed after the API: the router
-    tries routes in order, and create, check and retrieve carry the traffic."""
+    """Served without a key and outside the document. Listed after the API, whose routes
+    the one pass finds only because no route before them can match their paths."""
     openapi = orjson.dumps(document)
     reference = api_page(document)
     errors = errors_page()
