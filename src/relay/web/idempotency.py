@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -183,13 +183,30 @@ class IdempotencyMiddleware:
         await send({"type": "http.response.body", "body": response.body, "more_body": False})
 
 
+class _Rendering:
+    """`render` for the unit, holding the answer it made last: the one the unit kept is
+    sent as it was made, not made again from its stored copy."""
+
+    __slots__ = ("made", "render")
+
+    def __init__(self, render: Callable[[Any, datetime], Response]) -> None:
+        self.render = render
+        self.made: tuple[StoredResponse, Response] | None = None
+
+    def __call__(self, result: Any, now: datetime) -> StoredResponse:
+        response = self.render(result, now)
+        kept = stored(response)
+        self.made = (kept, response)
+        return kept
+
+
 def renders(render: Callable[[T, datetime], Response]) -> Pending | None:
     """The running request's claim, if it came with a key: the unit of work that makes
     its change keeps the answer `render` makes (in the writer's task: `render` must not
     bind log fields or touch the request)."""
     claim = claims.pending()
     if claim is not None:
-        claim.render = lambda result, now: stored(render(result, now))
+        claim.render = _Rendering(render)
     return claim
 
 
@@ -201,6 +218,12 @@ def answer(
     kept = None if claim is None else claim.kept
     if kept is None:
         return render(result, now)
+    assert claim is not None
+    rendering = claim.render
+    if isinstance(rendering, _Rendering) and rendering.made is not None:
+        made, response = rendering.made
+        if made is kept:
+            return response
     response = Response(kept.body, kept.status)
     response.raw_headers = [
         (name.encode("latin-1"), value.encode("latin-1")) for name, value in kept.headers
