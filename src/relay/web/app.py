@@ -1,5 +1,5 @@
-"""The ASGI application: one Starlette router over the route table, everything else
-behind `Services`."""
+"""The ASGI application: one Starlette router over the route table, the API's
+operations in one pass (`relay.web.front`), everything else behind `Services`."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
+from starlette.types import Receive, Scope, Send
 
 from relay import errors as e
 from relay.services import Services
@@ -23,11 +24,12 @@ from relay.web.callers import base_url
 from relay.web.dispatch import routes as router_routes
 from relay.web.docs import errors_page
 from relay.web.errors import error_response
-from relay.web.idempotency import IdempotencyMiddleware
-from relay.web.middleware import EdgeMiddleware
+from relay.web.front import ApiFront
+from relay.web.idempotency import IdempotencyMiddleware, Keys
+from relay.web.middleware import Edge, EdgeMiddleware
 from relay.web.openapi import build_document
 from relay.web.operations import Call, Operation
-from relay.web.ratelimit import RateLimitMiddleware
+from relay.web.ratelimit import RateLimitMiddleware, RateLimits
 from relay.web.readiness import Readiness
 from relay.web.responses import JsonResponse
 from relay.web.route_names import RouteNames
@@ -44,7 +46,7 @@ API: list[Operation] = [
 ]
 
 
-def create_app(services: Services, *, background: bool = True) -> Starlette:
+def create_app(services: Services, *, background: bool = True) -> RelayApp:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         sends = background and services.settings.serve_background
@@ -69,9 +71,11 @@ def create_app(services: Services, *, background: bool = True) -> Starlette:
             log.info("Application shutdown complete")
 
     document = build_document(API)
-    app = Starlette(
+    api_routes = router_routes(API, services)
+    app = RelayApp(
         routes=[
-            *router_routes([*API, *_pages(document, Readiness.of(services))], services),
+            *api_routes,
+            *router_routes(_pages(document, Readiness.of(services)), services),
             *console.routes(services),
         ],
         lifespan=lifespan,
@@ -79,22 +83,44 @@ def create_app(services: Services, *, background: bool = True) -> Starlette:
     )
     app.state.services = services
     app.state.callback_failures = CallbackFailures.of(services.settings)
-    # Added innermost first: Edge (HTTPS, body cap) → per-key rate limit → idempotency
-    # → the router.
-    app.add_middleware(IdempotencyMiddleware, services=services)
-    app.add_middleware(RateLimitMiddleware, services=services)
-    app.add_middleware(
-        EdgeMiddleware,
+    limits = RateLimits(services)
+    edge = Edge(
         settings=services.settings,
         route_name=RouteNames(app.routes),
         hsts_seconds=services.settings.hsts_seconds,
     )
+    # Added innermost first: Edge (HTTPS, body cap) → per-key rate limit → idempotency
+    # → the router. The API's operations take the same steps in one pass (`front`).
+    app.add_middleware(IdempotencyMiddleware, services=services)
+    app.add_middleware(RateLimitMiddleware, limits=limits)
+    app.add_middleware(
+        EdgeMiddleware,
+        settings=edge.settings,
+        route_name=edge.route_name,
+        hsts_seconds=services.settings.hsts_seconds,
+    )
+    app.front = ApiFront(api_routes, edge=edge, limits=limits, keys=Keys(services))
     return app
 
 
+class RelayApp(Starlette):
+    """Starlette, with the API's operations answered by `ApiFront` in one pass."""
+
+    front: ApiFront | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        front = self.front
+        found = None if front is None else front.find(scope)
+        if front is None or found is None:
+            await super().__call__(scope, receive, send)
+            return
+        scope["app"] = self
+        await front(scope, receive, send, found)
+
+
 def _pages(document: dict[str, Any], readiness: Readiness) -> list[Operation]:
-    """Served without a key and outside the document. Listed after the API: the router
-    tries routes in order, and create, check and retrieve carry the traffic."""
+    """Served without a key and outside the document. Listed after the API, whose routes
+    the one pass finds only because no route before them can match their paths."""
     openapi = orjson.dumps(document)
     reference = api_page(document)
     errors = errors_page()

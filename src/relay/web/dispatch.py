@@ -42,11 +42,19 @@ class PathEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # The router let only the methods of this path through.
         operation = self.by_method[scope["method"]]
-        try:
-            response = await _run(operation, self.services, scope, receive)
-        except e.RelayError as refusal:
-            response = error_response(refusal, base_url=base_url(scope, self.services.settings))
+        raw = b""
+        if operation.body is not None or operation.raw_body:
+            raw = await read_body(receive)
+        response = await self.answer(scope, raw)
         await response(scope, receive, send)
+
+    async def answer(self, scope: Scope, raw: bytes) -> Response:
+        """The answer of the operation for the scope's method, given the request's body."""
+        operation = self.by_method[scope["method"]]
+        try:
+            return await _run(operation, self.services, scope, raw)
+        except e.RelayError as refusal:
+            return error_response(refusal, base_url=base_url(scope, self.services.settings))
 
 
 def routes(operations: Iterable[Operation], services: Services) -> list[Route]:
@@ -61,12 +69,7 @@ def routes(operations: Iterable[Operation], services: Services) -> list[Route]:
     ]
 
 
-async def _run(
-    operation: Operation, services: Services, scope: Scope, receive: Receive
-) -> Response:
-    raw = b""
-    if operation.body is not None or operation.raw_body:
-        raw = await read_body(receive)
+async def _run(operation: Operation, services: Services, scope: Scope, raw: bytes) -> Response:
     document = _MISSING
     if operation.body is not None and raw:
         document = decode_json(raw)

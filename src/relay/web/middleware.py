@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from relay import errors as e
@@ -59,16 +60,17 @@ _PAGE_STARTS = tuple(prefix + "/" for prefix in PAGE_PREFIXES)
 log = logging.getLogger("relay.http")
 
 
-class EdgeMiddleware:
+class Edge:
+    """What the edge decides of a request, for the chain of ASGI layers
+    (`EdgeMiddleware`) and for the API's one pass (`relay.web.front`) alike."""
+
     def __init__(
         self,
-        app: ASGIApp,
         *,
         settings: Settings | None = None,
         route_name: Callable[[Scope], str] | None = None,
         hsts_seconds: int = 0,
     ) -> None:
-        self.app = app
         # Trusted proxies, and where absolute URLs in refusals point (`base_url`).
         self.settings = settings if settings is not None else Settings()
         self.trusted_proxies = tuple(self.settings.trusted_proxies)
@@ -80,34 +82,8 @@ class EdgeMiddleware:
         # Counts every answer under its route template when given (`relay.web.route_names`).
         self.route_name = route_name
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        request_id = new_id("req")
-        context = begin_request(request_id)
-        try:
-            await self._answer(scope, receive, send, request_id)
-        finally:
-            end_request(context)
-
-    async def _answer(self, scope: Scope, receive: Receive, send: Send, request_id: str) -> None:
-        started = time.perf_counter()
-        status_seen = 0
-        added = self._security_headers(scope)
-
-        async def send_with_id(message: Message) -> None:
-            nonlocal status_seen
-            if message["type"] == "http.response.start":
-                status_seen = message["status"]
-                headers = message.get("headers", ())
-                if added:
-                    headers = list(headers)
-                    present = {name.lower() for name, _ in headers}
-                    headers += [header for header in added if header[0] not in present]
-                message["headers"] = [*headers, (b"request-id", request_id.encode())]
-            await send(message)
-
+    async def admit(self, scope: Scope, receive: Receive) -> tuple[bytes, e.RelayError | None]:
+        """The request's whole body, or the edge's refusal (its body read and dropped)."""
         refusal = self._refusal(scope)
         body = b""
         if refusal is None and scope["method"] in _WITH_BODY:
@@ -118,32 +94,26 @@ class EdgeMiddleware:
                 await _drain(scope, receive)
         elif refusal is not None and scope["method"] in _WITH_BODY:
             await _drain(scope, receive)
-        if refusal is not None:
-            await error_response(refusal, base_url=base_url(scope, self.settings))(
-                scope, receive, send_with_id
-            )
-        else:
-            try:
-                await self.app(scope, replay(body, receive), send_with_id)
-            except (DatabaseUnavailable, MustRetry) as down:
-                # An outage, or a deadlock victim whose retries ran out (its unit rolled
-                # back): not a fault in Relay, so one line, no trace, and a 503 to retry.
-                busy = isinstance(down, MustRetry)
-                event = "http.database_busy" if busy else "http.database_unavailable"
-                log.warning("%s %s", event, down, extra={"request_id": request_id})
-                if status_seen:
-                    raise
-                error = e.DatabaseBusy() if busy else e.DatabaseUnreachable()
-                await error_response(error, base_url=base_url(scope, self.settings))(
-                    scope, receive, send_with_id
-                )
-            except Exception:
-                # The trace goes to the log only; the client gets the bare envelope.
-                log.exception("http.unhandled", extra={"request_id": request_id})
-                if status_seen:
-                    raise
-                answer = error_response(e.InternalError(), base_url=base_url(scope, self.settings))
-                await answer(scope, receive, send_with_id)
+        return body, refusal
+
+    def refused(self, scope: Scope, refusal: e.RelayError) -> Response:
+        return error_response(refusal, base_url=base_url(scope, self.settings))
+
+    def failed(self, scope: Scope, fault: Exception, request_id: str) -> Response:
+        """The answer to a request whose run raised, logged; call it where it was caught."""
+        if isinstance(fault, DatabaseUnavailable | MustRetry):
+            # An outage, or a deadlock victim whose retries ran out (its unit rolled
+            # back): not a fault in Relay, so one line, no trace, and a 503 to retry.
+            busy = isinstance(fault, MustRetry)
+            event = "http.database_busy" if busy else "http.database_unavailable"
+            log.warning("%s %s", event, fault, extra={"request_id": request_id})
+            return self.refused(scope, e.DatabaseBusy() if busy else e.DatabaseUnreachable())
+        # The trace goes to the log only; the client gets the bare envelope.
+        log.exception("http.unhandled", extra={"request_id": request_id})
+        return self.refused(scope, e.InternalError())
+
+    def finish(self, scope: Scope, request_id: str, status: int, started: float) -> None:
+        """The request's log line and its metric."""
         elapsed = time.perf_counter() - started
         if log.isEnabledFor(logging.INFO):
             # `log.info` less its search of the stack for the caller, which no line shows.
@@ -151,7 +121,7 @@ class EdgeMiddleware:
                 "request_id": request_id,
                 "method": scope["method"],
                 "path": scope["path"],
-                "status": status_seen,
+                "status": status,
                 "duration_ms": round(elapsed * 1000, 2),
             }
             log.handle(
@@ -160,9 +130,9 @@ class EdgeMiddleware:
                 )
             )
         if self.route_name is not None:
-            observe.http_request(self.route_name(scope), scope["method"], status_seen, elapsed)
+            observe.http_request(self.route_name(scope), scope["method"], status, elapsed)
 
-    def _security_headers(self, scope: Scope) -> tuple[tuple[bytes, bytes], ...]:
+    def security_headers(self, scope: Scope) -> tuple[tuple[bytes, bytes], ...]:
         """HSTS on every HTTPS answer (never over plain HTTP: it would be a lie there), and
         the page headers on pages, unless the route set one itself (the stylesheet caches)."""
         added = self.hsts if self._is_https(scope) else ()
@@ -195,6 +165,66 @@ class EdgeMiddleware:
         if not is_trusted_peer(scope, self.trusted_proxies):
             return False
         return headers_of(scope).get(b"x-forwarded-proto") == b"https"
+
+
+def edge_headers(
+    headers: Iterable[tuple[bytes, bytes]], added: tuple[tuple[bytes, bytes], ...], request_id: str
+) -> list[tuple[bytes, bytes]]:
+    """An answer's headers as sent: the security headers it did not set, and its request id."""
+    if added:
+        headers = list(headers)
+        present = {name.lower() for name, _ in headers}
+        headers += [header for header in added if header[0] not in present]
+    return [*headers, (b"request-id", request_id.encode())]
+
+
+class EdgeMiddleware(Edge):
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        settings: Settings | None = None,
+        route_name: Callable[[Scope], str] | None = None,
+        hsts_seconds: int = 0,
+    ) -> None:
+        super().__init__(settings=settings, route_name=route_name, hsts_seconds=hsts_seconds)
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = new_id("req")
+        context = begin_request(request_id)
+        try:
+            await self._answer(scope, receive, send, request_id)
+        finally:
+            end_request(context)
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send, request_id: str) -> None:
+        started = time.perf_counter()
+        status_seen = 0
+        added = self.security_headers(scope)
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status_seen
+            if message["type"] == "http.response.start":
+                status_seen = message["status"]
+                message["headers"] = edge_headers(message.get("headers", ()), added, request_id)
+            await send(message)
+
+        body, refusal = await self.admit(scope, receive)
+        if refusal is not None:
+            await self.refused(scope, refusal)(scope, receive, send_with_id)
+        else:
+            try:
+                await self.app(scope, replay(body, receive), send_with_id)
+            except Exception as fault:
+                answer = self.failed(scope, fault, request_id)
+                if status_seen:
+                    raise
+                await answer(scope, receive, send_with_id)
+        self.finish(scope, request_id, status_seen, started)
 
 
 async def _read_body(receive: Receive) -> tuple[bytes, e.RelayError | None]:

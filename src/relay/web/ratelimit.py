@@ -176,7 +176,7 @@ _FAILURES_REFUSED = (
 _TAKES_NO_KEY = ("/v1/carriers/", "/v1/openapi.json")
 
 
-class RateLimitMiddleware:
+class RateLimits:
     """For /v1/: failed authentications per client address, then requests per key.
 
     Only failures (401s) spend an address's budget, and only failures are refused
@@ -185,11 +185,11 @@ class RateLimitMiddleware:
     (`accounts.known_keys`), and refused with 429 before any lookup otherwise, so a
     guess costs no database read. Under budget, nothing changes for a valid key:
     one look-up in the window, then its authentication (no read for a key this
-    process keeps, `accounts.key_cache`).
+    process keeps, `accounts.key_cache`). One instance counts for the chain of ASGI
+    layers and the API's one pass (`relay.web.front`) alike.
     """
 
-    def __init__(self, app: ASGIApp, *, services: Services) -> None:
-        self.app = app
+    def __init__(self, services: Services) -> None:
         self.services = services
         settings = services.settings
         self.limiter = RequestRateLimiter(
@@ -204,39 +204,46 @@ class RateLimitMiddleware:
             namespace="relay-auth-failure",
         )
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope["path"] if scope["type"] == "http" else ""
+    def client_of(self, scope: Scope) -> str | None:
+        """What the request's failures count under; None for paths the limits leave alone."""
+        path = scope["path"]
         if not path.startswith("/v1/") or path.startswith(_TAKES_NO_KEY):
-            await self.app(scope, receive, send)
-            return
-        client = limit_key(client_address(scope, self.services.settings.trusted_proxies))
-        wait = await self.failures.wait(client)
-        if wait is None or await self.services.accounts.is_known_key(bearer_token(scope)):
-            await self._limited(scope, receive, self._counting_failures(send, client))
-            return
-        refusal = RateLimited(_FAILURES_REFUSED, retry_after=wait)
-        await error_response(refusal, base_url=base_url(scope, self.services.settings))(
-            scope, receive, send
-        )
+            return None
+        return limit_key(client_address(scope, self.services.settings.trusted_proxies))
 
-    async def _limited(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def refusal(self, scope: Scope, client: str) -> RateLimited | None:
+        wait = await self.failures.wait(client)
+        if wait is not None and not await self.services.accounts.is_known_key(bearer_token(scope)):
+            return RateLimited(_FAILURES_REFUSED, retry_after=wait)
         caller = await scope_caller(scope, self.services)
         wait = None if caller is None else await self.limiter.acquire(caller.key_id)
-        if wait is not None:
-            refusal = error_response(
-                RateLimited(retry_after=wait), base_url=base_url(scope, self.services.settings)
-            )
-            await refusal(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
+        return None if wait is None else RateLimited(retry_after=wait)
 
-    def _counting_failures(self, send: Send, client: str) -> Send:
-        """`send`, counting a 401 answer against the client's budget: whichever layer
-        refused the key, the answer says so."""
+    async def count(self, client: str, status: int) -> None:
+        """Whichever layer refused the key, the answer's 401 spends the client's budget."""
+        if status == 401:
+            await self.failures.acquire(client)
+
+
+class RateLimitMiddleware:
+    def __init__(self, app: ASGIApp, *, limits: RateLimits) -> None:
+        self.app = app
+        self.limits = limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        client = self.limits.client_of(scope) if scope["type"] == "http" else None
+        if client is None:
+            await self.app(scope, receive, send)
+            return
+        refusal = await self.limits.refusal(scope, client)
+        if refusal is not None:
+            settings = self.limits.services.settings
+            await error_response(refusal, base_url=base_url(scope, settings))(scope, receive, send)
+            return
 
         async def counting(message: Message) -> None:
-            if message["type"] == "http.response.start" and message["status"] == 401:
-                await self.failures.acquire(client)
+            if message["type"] == "http.response.start":
+                await self.limits.count(client, message["status"])
             await send(message)
 
-        return counting
+        await self.app(scope, receive, counting)
