@@ -60,6 +60,20 @@ async def bump(tx: Tx, kind: str) -> int:
     return int(row["generation"])
 
 
+class Callbacks:
+    """Who is told of a change (`Changes.on_change`), told in the order they asked."""
+
+    def __init__(self) -> None:
+        self._callbacks: list[Callable[[], None]] = []
+
+    def on_change(self, callback: Callable[[], None]) -> None:
+        self._callbacks.append(callback)
+
+    def changed(self) -> None:
+        for callback in self._callbacks:
+            callback()
+
+
 class Changes(Protocol):
     """What one process hears of changes to one kind of kept record."""
 

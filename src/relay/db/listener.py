@@ -27,7 +27,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from relay.db.changes import GENERATION, channel
+from relay.db.changes import GENERATION, Callbacks, channel
 from relay.db.group_commit import Unit
 from relay.db.pg_connect import connect
 from relay.db.sql import DatabaseUnavailable, Sql, Tx
@@ -59,7 +59,7 @@ _BEHIND = Sql(
 )
 
 
-class PostgresChanges:
+class PostgresChanges(Callbacks):
     """`read` runs a unit on one of the database's readers (the wait's polls); `tx`
     makes the Tx a statement runs in on a connection."""
 
@@ -75,7 +75,7 @@ class PostgresChanges:
         self._dsn = dsn
         self._read = read
         self._tx = tx
-        self._callbacks: list[Callable[[], None]] = []
+        super().__init__()
         self._task: asyncio.Task[None] | None = None
         self._up = False
         self._closed = False
@@ -85,13 +85,6 @@ class PostgresChanges:
         self._listening = asyncio.Event()
         # Whether the log last said the listener was down: its return is said once.
         self._said_down = False
-
-    def on_change(self, callback: Callable[[], None]) -> None:
-        self._callbacks.append(callback)
-
-    def changed(self) -> None:
-        for callback in self._callbacks:
-            callback()
 
     async def start(self) -> bool:
         if not self.fresh():

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from relay.db.changes import GENERATION, Changes, local_channel
+from relay.db.changes import GENERATION, Callbacks, Changes, local_channel
 from relay.db.group_commit import MAX_BATCH, Batched, GroupCommit, T, Unit
 from relay.db.sql import (
     Channels,
@@ -242,7 +242,7 @@ class SqliteDb(Batched):
         self._reader.connection.close()
 
 
-class SqliteChanges:
+class SqliteChanges(Callbacks):
     """Changes to one kind of kept record, heard through the writer connection.
 
     `PRAGMA data_version` on a connection moves when another connection (another
@@ -263,14 +263,7 @@ class SqliteChanges:
         self._reader = reader
         self._version: int | None = None
         self._generation: int | None = None
-        self._callbacks: list[Callable[[], None]] = []
-
-    def on_change(self, callback: Callable[[], None]) -> None:
-        self._callbacks.append(callback)
-
-    def changed(self) -> None:
-        for callback in self._callbacks:
-            callback()
+        super().__init__()
 
     async def start(self) -> bool:
         return self.fresh()
