@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -58,6 +58,7 @@ from bench.jasmin_stack import (  # noqa: E402
 )
 from bench.kannel_boxes import close_server, install_peer_once, start_peer  # noqa: E402
 from bench.kannel_reference import KeepAliveClient  # noqa: E402
+from bench.receipt_sink import ReceiptSink  # noqa: E402
 
 # A run fails once no receipt has arrived for this long (Jasmin logs what it drops).
 _STALL_TIMEOUT = 30.0
@@ -102,7 +103,7 @@ async def run_jasmin(messages: int, options: JasminOptions | None = None) -> Jas
     peer_dir = await asyncio.to_thread(install_peer_once)
     with tempfile.TemporaryDirectory(prefix="jasmin-bench-") as tmp:
         work = Path(tmp)
-        sink = ReceiptSink()
+        sink = receipt_sink()
         log = ReceiptLog(work / "log" / "messages.log")
         async with contextlib.AsyncExitStack() as stack:
             server = await asyncio.start_server(sink.handle, "127.0.0.1", 0)
@@ -137,56 +138,14 @@ async def run_jasmin(messages: int, options: JasminOptions | None = None) -> Jas
     )
 
 
-class ReceiptSink:
-    """The dlr-url target: a minimal HTTP/1.1 server counting DELIVRD callbacks by message id."""
+def receipt_sink() -> ReceiptSink:
+    """Jasmin retries a callback whose answer is not `ACK/Jasmin`."""
+    return ReceiptSink(_delivered, answer=b"ACK/Jasmin")
 
-    def __init__(self) -> None:
-        self.delivered: set[str] = set()
-        self.delivered_at: list[float] = []
-        self.other = 0
-        self.last_at = 0.0
-        self.progress = asyncio.Event()
 
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                request_line, *header_lines = head.decode("latin-1").split("\r\n")
-                headers = {}
-                for line in header_lines:
-                    name, _, value = line.partition(":")
-                    headers[name.strip().lower()] = value.strip()
-                length = int(headers.get("content-length", "0"))
-                body = await reader.readexactly(length) if length else b""
-                target = request_line.split(" ")[1]
-                self._record(parse_qs(urlsplit(target).query or body.decode("latin-1")))
-                # Jasmin retries a callback whose answer is anything else.
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nACK/Jasmin")
-                await writer.drain()
-                if headers.get("connection", "").lower() == "close":
-                    break
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    def _record(self, query: dict[str, list[str]]) -> None:
-        if query.get("message_status") == ["DELIVRD"]:
-            message_id = query["id"][0]
-            if message_id not in self.delivered:
-                self.delivered.add(message_id)
-                self.last_at = time.perf_counter()
-                self.delivered_at.append(self.last_at)
-        else:
-            self.other += 1
-        self.progress.set()
-
-    def steady_rate(self) -> float:
-        count = len(self.delivered_at)
-        low, high = count // 10, count * 9 // 10
-        if high - low < 2:
-            return float("nan")
-        return (high - low) / (self.delivered_at[high] - self.delivered_at[low])
+def _delivered(query: dict[str, list[str]]) -> str | None:
+    """Jasmin's receipt: the message's id when its status is DELIVRD."""
+    return query["id"][0] if query.get("message_status") == ["DELIVRD"] else None
 
 
 class ReceiptLog:

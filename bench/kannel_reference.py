@@ -29,7 +29,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -49,6 +49,7 @@ from bench.kannel_boxes import (  # noqa: E402
     start_kannel,
     start_peer,
 )
+from bench.receipt_sink import ReceiptSink  # noqa: E402
 
 # A run fails once no receipt has arrived for this long: Kannel only logs lost DLRs.
 _STALL_TIMEOUT = 30.0
@@ -85,7 +86,7 @@ async def run_kannel(messages: int, options: KannelOptions | None = None) -> Kan
     peer_dir = await asyncio.to_thread(install_peer_once)
     with tempfile.TemporaryDirectory(prefix="kannel-bench-") as tmp:
         work = Path(tmp)
-        sink = ReceiptSink()
+        sink = ReceiptSink(_delivered)
         async with contextlib.AsyncExitStack() as stack:
             server = await asyncio.start_server(sink.handle, "127.0.0.1", 0)
             stack.push_async_callback(close_server, server)
@@ -114,55 +115,9 @@ async def run_kannel(messages: int, options: KannelOptions | None = None) -> Kan
     )
 
 
-class ReceiptSink:
-    """The dlr-url target: a minimal keep-alive HTTP/1.1 server counting DELIVRD callbacks."""
-
-    def __init__(self) -> None:
-        self.delivered: set[int] = set()
-        self.delivered_at: list[float] = []
-        self.other = 0
-        self.last_at = 0.0
-        self.progress = asyncio.Event()
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                request_line, *header_lines = head.decode("latin-1").split("\r\n")
-                length = 0
-                for line in header_lines:
-                    name, _, value = line.partition(":")
-                    if name.strip().lower() == "content-length":
-                        length = int(value)
-                if length:
-                    await reader.readexactly(length)
-                self._record(request_line.split(" ")[1])
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    def _record(self, target: str) -> None:
-        query = parse_qs(urlsplit(target).query)
-        # Kannel's %d: 1 is delivered to the phone; 2 failed, 4/8/16 are intermediate.
-        if query.get("type") == ["1"]:
-            index = int(query["n"][0])
-            if index not in self.delivered:
-                self.delivered.add(index)
-                self.last_at = time.perf_counter()
-                self.delivered_at.append(self.last_at)
-        else:
-            self.other += 1
-        self.progress.set()
-
-    def steady_rate(self) -> float:
-        count = len(self.delivered_at)
-        low, high = count // 10, count * 9 // 10
-        if high - low < 2:
-            return float("nan")
-        return (high - low) / (self.delivered_at[high] - self.delivered_at[low])
+def _delivered(query: dict[str, list[str]]) -> int | None:
+    """Kannel's %d: 1 is delivered to the phone; 2 failed, 4/8/16 are intermediate."""
+    return int(query["n"][0]) if query.get("type") == ["1"] else None
 
 
 async def _drive(

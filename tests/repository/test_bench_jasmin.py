@@ -182,7 +182,7 @@ async def exchange(port: int, requests: bytes) -> bytes:
 
 
 async def test_the_receipt_sink_counts_each_delivered_message_once_and_answers_ack_jasmin() -> None:
-    sink = jasmin_reference.ReceiptSink()
+    sink = jasmin_reference.receipt_sink()
     callback = "GET /dlr?id={id}&level=2&message_status={status} HTTP/1.1\r\nHost: x\r\n"
     requests = (
         callback.format(id="a", status="DELIVRD") + "\r\n"
