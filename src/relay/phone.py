@@ -6,7 +6,13 @@ import re
 from dataclasses import dataclass
 
 import phonenumbers
-from phonenumbers import COUNTRY_CODE_TO_REGION_CODE, PhoneMetadata, PhoneNumber, PhoneNumberType
+from phonenumbers import (
+    COUNTRY_CODE_TO_REGION_CODE,
+    PhoneMetadata,
+    PhoneNumber,
+    PhoneNumberDesc,
+    PhoneNumberType,
+)
 
 from relay.errors import PhoneNumberInvalid, PhoneNumberUnsupported
 from relay.records import fast_init
@@ -63,10 +69,9 @@ def parse_destination(raw: str, *, livemode: bool, param: str = "to") -> Destina
         number = _parsed(raw)
     except phonenumbers.NumberParseException as exc:
         raise PhoneNumberInvalid(param=param) from exc
-    country = phonenumbers.region_code_for_number(number)
     # The type in the number's own region is UNKNOWN exactly when the number is
     # valid nowhere (is_valid_number asks the same), so one lookup answers both.
-    kind = PhoneNumberType.UNKNOWN if country is None else phonenumbers.number_type(number)
+    country, kind = _region_and_type(number)
     if country is None or kind == PhoneNumberType.UNKNOWN:
         raise PhoneNumberInvalid(param=param)
     if country is None or len(country) != 2 or not country.isalpha():
@@ -117,6 +122,96 @@ def _national_prefix(code: int) -> re.Pattern[str] | None:
         pattern = None if metadata is None else metadata.national_prefix_for_parsing
         _NATIONAL_PREFIXES[code] = re.compile(pattern) if pattern else None
     return _NATIONAL_PREFIXES[code]
+
+
+def _region_and_type(number: PhoneNumber) -> tuple[str | None, int]:
+    """`phonenumbers.region_code_for_number` and `phonenumbers.number_type`, in one pass.
+
+    Asked one after the other, the library works out the region twice, and where
+    regions share a country code (+1, +7, +44...) it does so by typing the number
+    against each region's plan in turn: the type found in the region that answers
+    is the number's type. By the library's own rules over its public metadata;
+    held to its answers by tests/unit/test_phone_parsing.py.
+    """
+    code = number.country_code
+    regions = None if code is None else COUNTRY_CODE_TO_REGION_CODE.get(code)
+    if code is None or regions is None:
+        return None, PhoneNumberType.UNKNOWN
+    national = phonenumbers.national_significant_number(number)
+    region = regions[0]
+    if len(regions) > 1:
+        for region in regions:
+            metadata = PhoneMetadata.metadata_for_region(region.upper(), None)
+            if metadata is None:
+                continue
+            if metadata.leading_digits is not None:
+                if _pattern(metadata.leading_digits).match(national) is not None:
+                    break
+                continue
+            kind = _type_in_plan(national, metadata)
+            if kind != PhoneNumberType.UNKNOWN:
+                return region, kind
+        else:
+            return None, PhoneNumberType.UNKNOWN
+    metadata = PhoneMetadata.metadata_for_region_or_calling_code(code, region)
+    if metadata is None:
+        return region, PhoneNumberType.UNKNOWN
+    return region, _type_in_plan(national, metadata)
+
+
+def _type_in_plan(national: str, metadata: PhoneMetadata) -> int:
+    """The type of a national number in one region's numbering plan, UNKNOWN when the
+    plan has no such number (the library's order: the costly types first)."""
+    if not _matches(national, metadata.general_desc):
+        return PhoneNumberType.UNKNOWN
+    for kind, name in _TYPES_BEFORE_FIXED_LINE:
+        if _matches(national, getattr(metadata, name)):
+            return kind
+    same = metadata.same_mobile_and_fixed_line_pattern
+    if _matches(national, metadata.fixed_line):
+        if same or _matches(national, metadata.mobile):
+            return PhoneNumberType.FIXED_LINE_OR_MOBILE
+        return PhoneNumberType.FIXED_LINE
+    if not same and _matches(national, metadata.mobile):
+        return PhoneNumberType.MOBILE
+    return PhoneNumberType.UNKNOWN
+
+
+_TYPES_BEFORE_FIXED_LINE = (
+    (PhoneNumberType.PREMIUM_RATE, "premium_rate"),
+    (PhoneNumberType.TOLL_FREE, "toll_free"),
+    (PhoneNumberType.SHARED_COST, "shared_cost"),
+    (PhoneNumberType.VOIP, "voip"),
+    (PhoneNumberType.PERSONAL_NUMBER, "personal_number"),
+    (PhoneNumberType.PAGER, "pager"),
+    (PhoneNumberType.UAN, "uan"),
+    (PhoneNumberType.VOICEMAIL, "voicemail"),
+)
+
+
+def _matches(national: str, desc: PhoneNumberDesc | None) -> bool:
+    """Whether a national number is one of `desc`'s: one of its lengths, when it has
+    any, and the whole number matching its pattern."""
+    if desc is None:
+        return False
+    lengths = desc.possible_length
+    if lengths and len(national) not in lengths:
+        return False
+    pattern = desc.national_number_pattern
+    if not pattern:
+        return False
+    return _pattern(pattern).fullmatch(national) is not None
+
+
+_PATTERNS: dict[str, re.Pattern[str]] = {}
+
+
+def _pattern(text: str) -> re.Pattern[str]:
+    """The metadata's patterns, compiled once for the process (a fixed, bounded set)."""
+    found = _PATTERNS.get(text)
+    if found is None:
+        found = _PATTERNS[text] = re.compile(text)
+    return found
 
 
 def _require_sms_reachable(kind: int, param: str) -> None:
