@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import phonenumbers
 from phonenumbers import (
@@ -162,22 +163,40 @@ def _region_and_type(number: PhoneNumber) -> tuple[str | None, int]:
 def _type_in_plan(national: str, metadata: PhoneMetadata) -> int:
     """The type of a national number in one region's numbering plan, UNKNOWN when the
     plan has no such number (the library's order: the costly types first)."""
-    if not _matches(national, metadata.general_desc):
+    plan = _plan(metadata)
+    if not _matches(national, plan.general):
         return PhoneNumberType.UNKNOWN
-    for kind, name in _TYPES_BEFORE_FIXED_LINE:
-        if _matches(national, getattr(metadata, name)):
+    for kind, desc in plan.costly:
+        if _matches(national, desc):
             return kind
-    same = metadata.same_mobile_and_fixed_line_pattern
-    if _matches(national, metadata.fixed_line):
-        if same or _matches(national, metadata.mobile):
+    if _matches(national, plan.fixed_line):
+        if plan.same or _matches(national, plan.mobile):
             return PhoneNumberType.FIXED_LINE_OR_MOBILE
         return PhoneNumberType.FIXED_LINE
-    if not same and _matches(national, metadata.mobile):
+    if not plan.same and _matches(national, plan.mobile):
         return PhoneNumberType.MOBILE
     return PhoneNumberType.UNKNOWN
 
 
-_TYPES_BEFORE_FIXED_LINE = (
+class _Desc(NamedTuple):
+    """A `PhoneNumberDesc` that can match: its lengths (None: any) and its pattern."""
+
+    lengths: frozenset[int] | None
+    pattern: re.Pattern[str]
+
+
+class _Plan(NamedTuple):
+    """A region's metadata as `_type_in_plan` reads it, made once per region."""
+
+    metadata: PhoneMetadata
+    general: _Desc | None
+    costly: tuple[tuple[int, _Desc], ...]
+    fixed_line: _Desc | None
+    mobile: _Desc | None
+    same: bool
+
+
+_COSTLY_TYPES = (
     (PhoneNumberType.PREMIUM_RATE, "premium_rate"),
     (PhoneNumberType.TOLL_FREE, "toll_free"),
     (PhoneNumberType.SHARED_COST, "shared_cost"),
@@ -187,20 +206,42 @@ _TYPES_BEFORE_FIXED_LINE = (
     (PhoneNumberType.UAN, "uan"),
     (PhoneNumberType.VOICEMAIL, "voicemail"),
 )
+# By the id of a metadata object the plan holds, so the id stays its own.
+_PLANS: dict[int, _Plan] = {}
 
 
-def _matches(national: str, desc: PhoneNumberDesc | None) -> bool:
+def _plan(metadata: PhoneMetadata) -> _Plan:
+    found = _PLANS.get(id(metadata))
+    if found is not None and found.metadata is metadata:
+        return found
+    costly = ((kind, _desc(getattr(metadata, name))) for kind, name in _COSTLY_TYPES)
+    found = _PLANS[id(metadata)] = _Plan(
+        metadata=metadata,
+        general=_desc(metadata.general_desc),
+        costly=tuple((kind, desc) for kind, desc in costly if desc is not None),
+        fixed_line=_desc(metadata.fixed_line),
+        mobile=_desc(metadata.mobile),
+        same=bool(metadata.same_mobile_and_fixed_line_pattern),
+    )
+    return found
+
+
+def _desc(desc: PhoneNumberDesc | None) -> _Desc | None:
+    """None for a description no number matches (none, or no pattern)."""
+    if desc is None or not desc.national_number_pattern:
+        return None
+    return _Desc(frozenset(desc.possible_length) or None, _pattern(desc.national_number_pattern))
+
+
+def _matches(national: str, desc: _Desc | None) -> bool:
     """Whether a national number is one of `desc`'s: one of its lengths, when it has
     any, and the whole number matching its pattern."""
     if desc is None:
         return False
-    lengths = desc.possible_length
-    if lengths and len(national) not in lengths:
+    lengths = desc.lengths
+    if lengths is not None and len(national) not in lengths:
         return False
-    pattern = desc.national_number_pattern
-    if not pattern:
-        return False
-    return _pattern(pattern).fullmatch(national) is not None
+    return desc.pattern.fullmatch(national) is not None
 
 
 _PATTERNS: dict[str, re.Pattern[str]] = {}
