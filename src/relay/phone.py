@@ -66,13 +66,18 @@ def parse_destination(raw: str, *, livemode: bool, param: str = "to") -> Destina
         raise PhoneNumberInvalid(
             "The number must be in E.164 form, such as +14155552671.", param=param
         )
-    try:
-        number = _parsed(raw)
-    except phonenumbers.NumberParseException as exc:
-        raise PhoneNumberInvalid(param=param) from exc
+    split = _split(raw)
+    if split is None:
+        try:
+            number = phonenumbers.parse(raw, None)
+        except phonenumbers.NumberParseException as exc:
+            raise PhoneNumberInvalid(param=param) from exc
+        code, national = number.country_code, phonenumbers.national_significant_number(number)
+    else:
+        code, national = split
     # The type in the number's own region is UNKNOWN exactly when the number is
     # valid nowhere (is_valid_number asks the same), so one lookup answers both.
-    country, kind = _region_and_type(number)
+    country, kind = _region_and_type(code, national)
     if country is None or kind == PhoneNumberType.UNKNOWN:
         raise PhoneNumberInvalid(param=param)
     if country is None or len(country) != 2 or not country.isalpha():
@@ -87,7 +92,17 @@ def parse_destination(raw: str, *, livemode: bool, param: str = "to") -> Destina
 
 
 def _parsed(raw: str) -> PhoneNumber:
-    """`phonenumbers.parse(raw, None)` for a number in E.164 form.
+    """`phonenumbers.parse(raw, None)` for a number in E.164 form, as `_split` reads it."""
+    split = _split(raw)
+    if split is None:
+        return phonenumbers.parse(raw, None)
+    code, national = split
+    return PhoneNumber(country_code=code, national_number=int(national))
+
+
+def _split(raw: str) -> tuple[int, str] | None:
+    """The country code and national number `phonenumbers.parse(raw, None)` reads in
+    a number in E.164 form; None where the library itself must be asked.
 
     The library's parser takes any spelling of a number (spaces, letters, an
     extension, a dialling prefix): over half of what a number costs. For a `+`,
@@ -98,18 +113,18 @@ def _parsed(raw: str) -> PhoneNumber:
     tests/unit/test_phone_parsing.py.
     """
     if _ASCII_E164.fullmatch(raw) is None:
-        return phonenumbers.parse(raw, None)
+        return None
     for size in (1, 2, 3):
         code = int(raw[1 : size + 1])
         if code in COUNTRY_CODE_TO_REGION_CODE:
             break
     else:
-        return phonenumbers.parse(raw, None)  # no such country code: the library refuses it
+        return None  # no such country code: the library refuses it
     national = raw[size + 1 :]
     prefix = _national_prefix(code)
     if national[0] == "0" or (prefix is not None and prefix.match(national) is not None):
-        return phonenumbers.parse(raw, None)
-    return PhoneNumber(country_code=code, national_number=int(national))
+        return None
+    return code, national
 
 
 _NATIONAL_PREFIXES: dict[int, re.Pattern[str] | None] = {}
@@ -125,8 +140,9 @@ def _national_prefix(code: int) -> re.Pattern[str] | None:
     return _NATIONAL_PREFIXES[code]
 
 
-def _region_and_type(number: PhoneNumber) -> tuple[str | None, int]:
-    """`phonenumbers.region_code_for_number` and `phonenumbers.number_type`, in one pass.
+def _region_and_type(code: int | None, national: str) -> tuple[str | None, int]:
+    """`phonenumbers.region_code_for_number` and `phonenumbers.number_type` of the
+    number with country code `code` and national significant number `national`.
 
     Asked one after the other, the library works out the region twice, and where
     regions share a country code (+1, +7, +44...) it does so by typing the number
@@ -134,11 +150,9 @@ def _region_and_type(number: PhoneNumber) -> tuple[str | None, int]:
     is the number's type. By the library's own rules over its public metadata;
     held to its answers by tests/unit/test_phone_parsing.py.
     """
-    code = number.country_code
     regions = None if code is None else COUNTRY_CODE_TO_REGION_CODE.get(code)
     if code is None or regions is None:
         return None, PhoneNumberType.UNKNOWN
-    national = phonenumbers.national_significant_number(number)
     region = regions[0]
     if len(regions) > 1:
         for region in regions:
