@@ -89,7 +89,7 @@ near_examples = st.builds(
     st.sampled_from(EXAMPLES),
     st.integers(3, 12),
     st.text("0123456789", max_size=10),
-)
+).filter(lambda raw: len(raw) >= 8)  # as `e164`: a shorter one is refused before any parse
 
 
 def test_every_example_number_of_the_library_is_read_as_the_library_reads_it() -> None:
