@@ -32,6 +32,25 @@ class OffsetClock:
 # Cached: an answer shows the same few moments many times (created, updated, sent).
 @functools.lru_cache(maxsize=1024)
 def isoformat(moment: datetime) -> str:
-    """ISO 8601 in UTC with a `Z`, millisecond precision, as the API shows times."""
-    # "+00:00" is the only offset an aware UTC time can carry.
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+    """ISO 8601 in UTC with a `Z`, millisecond precision, as the API shows times.
+
+    Each request brings moments of its own (now, an expiry), each missing the cache:
+    the text up to the second is kept per second and only the milliseconds are added,
+    as a datetime's own `isoformat` with a `timespec` is the dearest part of a miss."""
+    if moment.tzinfo is not UTC:
+        moment = moment.astimezone(UTC)
+    since = moment - _EPOCH
+    second = since.days * 86_400 + since.seconds
+    head = _SECONDS.get(second)
+    if head is None:
+        if len(_SECONDS) >= _SECONDS_KEPT:
+            _SECONDS.clear()
+        head = _SECONDS[second] = moment.isoformat(timespec="seconds")[:19]
+    return head + _MILLISECONDS[moment.microsecond // 1000]
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# "YYYY-MM-DDTHH:MM:SS" by second since the epoch: a process shows a few each second.
+_SECONDS: dict[int, str] = {}
+_SECONDS_KEPT = 4096
+_MILLISECONDS = tuple(f".{millisecond:03d}Z" for millisecond in range(1000))

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import phonenumbers
-from phonenumbers import COUNTRY_CODE_TO_REGION_CODE, PhoneMetadata, PhoneNumber, PhoneNumberType
+from phonenumbers import (
+    COUNTRY_CODE_TO_REGION_CODE,
+    PhoneMetadata,
+    PhoneNumber,
+    PhoneNumberDesc,
+    PhoneNumberType,
+)
 
 from relay.errors import PhoneNumberInvalid, PhoneNumberUnsupported
 from relay.records import fast_init
@@ -59,14 +66,18 @@ def parse_destination(raw: str, *, livemode: bool, param: str = "to") -> Destina
         raise PhoneNumberInvalid(
             "The number must be in E.164 form, such as +14155552671.", param=param
         )
-    try:
-        number = _parsed(raw)
-    except phonenumbers.NumberParseException as exc:
-        raise PhoneNumberInvalid(param=param) from exc
-    country = phonenumbers.region_code_for_number(number)
+    split = _split(raw)
+    if split is None:
+        try:
+            number = phonenumbers.parse(raw, None)
+        except phonenumbers.NumberParseException as exc:
+            raise PhoneNumberInvalid(param=param) from exc
+        code, national = number.country_code, phonenumbers.national_significant_number(number)
+    else:
+        code, national = split
     # The type in the number's own region is UNKNOWN exactly when the number is
     # valid nowhere (is_valid_number asks the same), so one lookup answers both.
-    kind = PhoneNumberType.UNKNOWN if country is None else phonenumbers.number_type(number)
+    country, kind = _region_and_type(code, national)
     if country is None or kind == PhoneNumberType.UNKNOWN:
         raise PhoneNumberInvalid(param=param)
     if country is None or len(country) != 2 or not country.isalpha():
@@ -81,7 +92,17 @@ def parse_destination(raw: str, *, livemode: bool, param: str = "to") -> Destina
 
 
 def _parsed(raw: str) -> PhoneNumber:
-    """`phonenumbers.parse(raw, None)` for a number in E.164 form.
+    """`phonenumbers.parse(raw, None)` for a number in E.164 form, as `_split` reads it."""
+    split = _split(raw)
+    if split is None:
+        return phonenumbers.parse(raw, None)
+    code, national = split
+    return PhoneNumber(country_code=code, national_number=int(national))
+
+
+def _split(raw: str) -> tuple[int, str] | None:
+    """The country code and national number `phonenumbers.parse(raw, None)` reads in
+    a number in E.164 form; None where the library itself must be asked.
 
     The library's parser takes any spelling of a number (spaces, letters, an
     extension, a dialling prefix): over half of what a number costs. For a `+`,
@@ -92,18 +113,18 @@ def _parsed(raw: str) -> PhoneNumber:
     tests/unit/test_phone_parsing.py.
     """
     if _ASCII_E164.fullmatch(raw) is None:
-        return phonenumbers.parse(raw, None)
+        return None
     for size in (1, 2, 3):
         code = int(raw[1 : size + 1])
         if code in COUNTRY_CODE_TO_REGION_CODE:
             break
     else:
-        return phonenumbers.parse(raw, None)  # no such country code: the library refuses it
+        return None  # no such country code: the library refuses it
     national = raw[size + 1 :]
     prefix = _national_prefix(code)
     if national[0] == "0" or (prefix is not None and prefix.match(national) is not None):
-        return phonenumbers.parse(raw, None)
-    return PhoneNumber(country_code=code, national_number=int(national))
+        return None
+    return code, national
 
 
 _NATIONAL_PREFIXES: dict[int, re.Pattern[str] | None] = {}
@@ -117,6 +138,135 @@ def _national_prefix(code: int) -> re.Pattern[str] | None:
         pattern = None if metadata is None else metadata.national_prefix_for_parsing
         _NATIONAL_PREFIXES[code] = re.compile(pattern) if pattern else None
     return _NATIONAL_PREFIXES[code]
+
+
+def _region_and_type(code: int | None, national: str) -> tuple[str | None, int]:
+    """`phonenumbers.region_code_for_number` and `phonenumbers.number_type` of the
+    number with country code `code` and national significant number `national`.
+
+    Asked one after the other, the library works out the region twice, and where
+    regions share a country code (+1, +7, +44...) it does so by typing the number
+    against each region's plan in turn: the type found in the region that answers
+    is the number's type. By the library's own rules over its public metadata;
+    held to its answers by tests/unit/test_phone_parsing.py.
+    """
+    regions = None if code is None else COUNTRY_CODE_TO_REGION_CODE.get(code)
+    if code is None or regions is None:
+        return None, PhoneNumberType.UNKNOWN
+    region = regions[0]
+    if len(regions) > 1:
+        for region in regions:
+            metadata = PhoneMetadata.metadata_for_region(region.upper(), None)
+            if metadata is None:
+                continue
+            if metadata.leading_digits is not None:
+                if _pattern(metadata.leading_digits).match(national) is not None:
+                    break
+                continue
+            kind = _type_in_plan(national, metadata)
+            if kind != PhoneNumberType.UNKNOWN:
+                return region, kind
+        else:
+            return None, PhoneNumberType.UNKNOWN
+    metadata = PhoneMetadata.metadata_for_region_or_calling_code(code, region)
+    if metadata is None:
+        return region, PhoneNumberType.UNKNOWN
+    return region, _type_in_plan(national, metadata)
+
+
+def _type_in_plan(national: str, metadata: PhoneMetadata) -> int:
+    """The type of a national number in one region's numbering plan, UNKNOWN when the
+    plan has no such number (the library's order: the costly types first)."""
+    plan = _plan(metadata)
+    if not _matches(national, plan.general):
+        return PhoneNumberType.UNKNOWN
+    for kind, desc in plan.costly:
+        if _matches(national, desc):
+            return kind
+    if _matches(national, plan.fixed_line):
+        if plan.same or _matches(national, plan.mobile):
+            return PhoneNumberType.FIXED_LINE_OR_MOBILE
+        return PhoneNumberType.FIXED_LINE
+    if not plan.same and _matches(national, plan.mobile):
+        return PhoneNumberType.MOBILE
+    return PhoneNumberType.UNKNOWN
+
+
+class _Desc(NamedTuple):
+    """A `PhoneNumberDesc` that can match: its lengths (None: any) and its pattern."""
+
+    lengths: frozenset[int] | None
+    pattern: re.Pattern[str]
+
+
+class _Plan(NamedTuple):
+    """A region's metadata as `_type_in_plan` reads it, made once per region."""
+
+    metadata: PhoneMetadata
+    general: _Desc | None
+    costly: tuple[tuple[int, _Desc], ...]
+    fixed_line: _Desc | None
+    mobile: _Desc | None
+    same: bool
+
+
+_COSTLY_TYPES = (
+    (PhoneNumberType.PREMIUM_RATE, "premium_rate"),
+    (PhoneNumberType.TOLL_FREE, "toll_free"),
+    (PhoneNumberType.SHARED_COST, "shared_cost"),
+    (PhoneNumberType.VOIP, "voip"),
+    (PhoneNumberType.PERSONAL_NUMBER, "personal_number"),
+    (PhoneNumberType.PAGER, "pager"),
+    (PhoneNumberType.UAN, "uan"),
+    (PhoneNumberType.VOICEMAIL, "voicemail"),
+)
+# By the id of a metadata object the plan holds, so the id stays its own.
+_PLANS: dict[int, _Plan] = {}
+
+
+def _plan(metadata: PhoneMetadata) -> _Plan:
+    found = _PLANS.get(id(metadata))
+    if found is not None and found.metadata is metadata:
+        return found
+    costly = ((kind, _desc(getattr(metadata, name))) for kind, name in _COSTLY_TYPES)
+    found = _PLANS[id(metadata)] = _Plan(
+        metadata=metadata,
+        general=_desc(metadata.general_desc),
+        costly=tuple((kind, desc) for kind, desc in costly if desc is not None),
+        fixed_line=_desc(metadata.fixed_line),
+        mobile=_desc(metadata.mobile),
+        same=bool(metadata.same_mobile_and_fixed_line_pattern),
+    )
+    return found
+
+
+def _desc(desc: PhoneNumberDesc | None) -> _Desc | None:
+    """None for a description no number matches (none, or no pattern)."""
+    if desc is None or not desc.national_number_pattern:
+        return None
+    return _Desc(frozenset(desc.possible_length) or None, _pattern(desc.national_number_pattern))
+
+
+def _matches(national: str, desc: _Desc | None) -> bool:
+    """Whether a national number is one of `desc`'s: one of its lengths, when it has
+    any, and the whole number matching its pattern."""
+    if desc is None:
+        return False
+    lengths = desc.lengths
+    if lengths is not None and len(national) not in lengths:
+        return False
+    return desc.pattern.fullmatch(national) is not None
+
+
+_PATTERNS: dict[str, re.Pattern[str]] = {}
+
+
+def _pattern(text: str) -> re.Pattern[str]:
+    """The metadata's patterns, compiled once for the process (a fixed, bounded set)."""
+    found = _PATTERNS.get(text)
+    if found is None:
+        found = _PATTERNS[text] = re.compile(text)
+    return found
 
 
 def _require_sms_reachable(kind: int, param: str) -> None:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from phonenumbers import PhoneNumberFormat, PhoneNumberType
 
 from relay.errors import PhoneNumberInvalid, RelayError
-from relay.phone import SANDBOX_NUMBERS, Destination, _parsed, parse_destination
+from relay.phone import SANDBOX_NUMBERS, Destination, _parsed, _region_and_type, parse_destination
 
 COUNTRY_CODES = sorted(phonenumbers.COUNTRY_CODE_TO_REGION_CODE)
 TYPES = [
@@ -89,7 +89,7 @@ near_examples = st.builds(
     st.sampled_from(EXAMPLES),
     st.integers(3, 12),
     st.text("0123456789", max_size=10),
-)
+).filter(lambda raw: len(raw) >= 8)  # as `e164`: a shorter one is refused before any parse
 
 
 def test_every_example_number_of_the_library_is_read_as_the_library_reads_it() -> None:
@@ -117,3 +117,34 @@ def test_a_number_in_e164_form_is_read_as_the_library_reads_it(raw: str) -> None
 def test_what_is_not_plain_e164_is_left_to_the_library(raw: str) -> None:
     assert relay_parse(raw) == library_parse(raw)
     assert outcome(raw, livemode=False) == library_destination(raw, livemode=False)
+
+
+def library_region_and_type(number: phonenumbers.PhoneNumber) -> tuple[str | None, int]:
+    return phonenumbers.region_code_for_number(number), phonenumbers.number_type(number)
+
+
+def relay_region_and_type(number: phonenumbers.PhoneNumber) -> tuple[str | None, int]:
+    national = phonenumbers.national_significant_number(number)
+    return _region_and_type(number.country_code, national)
+
+
+def test_every_example_number_has_the_region_and_type_the_library_gives_it() -> None:
+    for raw in EXAMPLES:
+        number = phonenumbers.parse(raw, None)
+        assert relay_region_and_type(number) == library_region_and_type(number), raw
+
+
+@settings(max_examples=3000)
+@given(st.one_of(e164, near_examples))
+@example("+14155552671")  # +1: the region is the first of many whose plan has the number
+@example("+16135550123")  # Canada, after the regions +1 lists before it
+@example("+12642351234")  # Anguilla: a region found by its leading digits
+@example("+79123456789")  # +7: Russia and Kazakhstan
+@example("+447911123456")  # +44: the UK and the crown dependencies
+@example("+8821234567")  # a non-geographic code
+def test_a_number_has_the_region_and_type_the_library_gives_it(raw: str) -> None:
+    try:
+        number = phonenumbers.parse(raw, None)
+    except phonenumbers.NumberParseException:
+        return
+    assert relay_region_and_type(number) == library_region_and_type(number)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -55,7 +56,9 @@ class Caller:
     # The account has texts of its own (`relay.accounts.template_store`): a send loads them.
     has_templates: bool = False
 
-    @property
+    # Made once: the process keeps a key's caller (`accounts.key_cache`) and a request
+    # asks for its scope several times.
+    @functools.cached_property
     def scope(self) -> Scope:
         return Scope(account_id=self.account_id, livemode=self.livemode)
 

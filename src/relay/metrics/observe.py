@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from prometheus_client import Counter, Histogram
+
 from relay.ids import created_ms
 from relay.metrics import families as f
 
@@ -58,5 +60,17 @@ def webhook_attempt(delivery_status: str, *, seconds: float) -> None:
 
 def http_request(route: str, method: str, status: int, seconds: float) -> None:
     method = method if method in _METHODS else "OTHER"
-    f.HTTP_REQUESTS.child(route, method, str(status)).inc()
-    f.HTTP_DURATION.child(route).observe(seconds)
+    pair = _HTTP_CHILDREN.get((route, method, status))
+    if pair is None:
+        pair = _HTTP_CHILDREN[route, method, status] = (
+            f.HTTP_REQUESTS.child(route, method, str(status)),
+            f.HTTP_DURATION.child(route),
+        )
+    requests, duration = pair
+    requests.inc()
+    duration.observe(seconds)
+
+
+# Every request counts one of each: both children found with one lookup. Routes,
+# methods and statuses are the app's own (never a client's), so the pairs are few.
+_HTTP_CHILDREN: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}

@@ -143,9 +143,9 @@ def render_text(words: Words, channel: str, *, now: datetime) -> str:
     Without the WebOTP line, which only an SMS carries (`relay.delivery.owners.Draft`).
     """
     custom = words.templates.get(channel)
-    minutes = remaining_minutes(words.expires_at, now=now)
     if custom is None:
         return render_sms(locale=words.locale, brand=words.brand, code=words.code)
+    minutes = remaining_minutes(words.expires_at, now=now)
     return fill(custom, brand=words.brand, code=words.code, minutes=minutes)
 
 
