@@ -37,7 +37,8 @@ costs the server, apart from wrk and, on PostgreSQL, the database server.
 
 Checks send a wrong code to verifications made by the create runs, each at most
 four times, so every measured check finds its verification pending on both
-servers.
+servers; a verification's checks come 256 requests apart, never two at once,
+as a person's second try follows the first.
 
 Usage:
   .venv/bin/python bench/verify_bench.py [--db sqlite|pg] [--seconds 10] [--connections 64]
@@ -91,6 +92,9 @@ REFERENCE = ROOT / "bench" / "reference"
 PG_URL = os.environ.get("RELAY_BENCH_PG", "postgresql://127.0.0.1:5432/relay_bench_http")
 # A wrong code leaves a verification pending for four checks; the fifth closes it.
 CHECKS_PER_ID = 4
+# How many verifications a check run takes turns over (wrk_scripts.LUA_CHECK): far more
+# than the requests in flight, so that no two checks of one verification run at once.
+CHECK_SPREAD = 256
 PACING_START_S = 1
 
 
@@ -156,18 +160,24 @@ class Driver:
 
     def _check(self, rate: float | None) -> Result:
         body = LUA_CHECK.format(
-            ids=self.ids, threads=self.load.threads, start=self.next_id, uses=CHECKS_PER_ID
+            ids=self.ids,
+            threads=self.load.threads,
+            start=self.next_id,
+            uses=CHECKS_PER_ID,
+            spread=CHECK_SPREAD,
         )
         result = self._run("/v1/verifications/check", body, rate=rate)
         # wrk does not count the requests still in flight when it stops, but the
-        # server answers them: skip one id per connection so none gets a fifth check.
-        used = math.ceil(result.requests / CHECKS_PER_ID) + self.load.connections
+        # server answers them: the block they fall in is used up too, so that no
+        # verification gets a fifth check.
+        per_block = CHECK_SPREAD * CHECKS_PER_ID
+        used = CHECK_SPREAD * math.ceil((result.requests + self.load.connections) / per_block)
         self.next_id += used
         return result
 
     def _top_up(self, checks: float) -> None:
         """Unmeasured creates, until `checks` more checks find pending verifications."""
-        needed = math.ceil(1.2 * checks / CHECKS_PER_ID) + self.load.connections
+        needed = math.ceil(1.2 * checks / CHECKS_PER_ID) + self.load.connections + CHECK_SPREAD
         missing = self.next_id + needed - self.ids_kept()
         if missing > 0:
             self.create(seconds=math.ceil(missing / self.create_rps) + 1)

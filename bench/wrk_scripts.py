@@ -144,7 +144,11 @@ local sent = 0
 function request()
   local k = sent * {threads} + tid
   sent = sent + 1
-  local id = ids[({start} + math.floor(k / {uses})) % #ids + 1]
+  -- Blocks of {spread} ids, each block checked {uses} times over: an id's next check
+  -- comes {spread} requests after its last, never beside it in flight, as a person's
+  -- second try follows the first.
+  local block = math.floor(k / ({spread} * {uses}))
+  local id = ids[({start} + block * {spread} + k % {spread}) % #ids + 1]
   return wrk.format(nil, nil, request_headers(), '{{"id": "' .. id .. '", "code": "123456"}}')
 end
 """
