@@ -39,18 +39,34 @@ def isoformat(moment: datetime) -> str:
     as a datetime's own `isoformat` with a `timespec` is the dearest part of a miss."""
     if moment.tzinfo is not UTC:
         moment = moment.astimezone(UTC)
-    since = moment - _EPOCH
-    second = since.days * 86_400 + since.seconds
-    head = _SECONDS.get(second)
-    if head is None:
-        if len(_SECONDS) >= _SECONDS_KEPT:
-            _SECONDS.clear()
-        head = _SECONDS[second] = moment.isoformat(timespec="seconds")[:19]
-    return head + _MILLISECONDS[moment.microsecond // 1000]
+    return _T_SECONDS.text(moment) + _MILLISECONDS[moment.microsecond // 1000]
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-# "YYYY-MM-DDTHH:MM:SS" by second since the epoch: a process shows a few each second.
-_SECONDS: dict[int, str] = {}
-_SECONDS_KEPT = 4096
+
+
+class SecondTexts:
+    """A UTC moment's ISO 8601 text up to its second, `sep` between date and time, kept
+    per second since the epoch: a process writes a few moments each second, and a
+    datetime's `isoformat` is the dearest part of writing one."""
+
+    KEPT = 4096
+
+    def __init__(self, sep: str) -> None:
+        self._sep = sep
+        self._kept: dict[int, str] = {}
+
+    def text(self, moment: datetime) -> str:
+        since = moment - _EPOCH
+        second = since.days * 86_400 + since.seconds
+        head = self._kept.get(second)
+        if head is None:
+            if len(self._kept) >= self.KEPT:
+                self._kept.clear()
+            head = self._kept[second] = moment.isoformat(self._sep, "seconds")[:19]
+        return head
+
+
+# "YYYY-MM-DDTHH:MM:SS", as the API shows times.
+_T_SECONDS = SecondTexts("T")
 _MILLISECONDS = tuple(f".{millisecond:03d}Z" for millisecond in range(1000))

@@ -24,6 +24,8 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
+from relay.clock import SecondTexts
+
 Dialect = Literal["sqlite", "postgresql"]
 Params = Mapping[str, Any]
 
@@ -234,20 +236,11 @@ def _sqlite_text(value: datetime) -> str:
     microseconds are written for each (a datetime's `isoformat` costs three times it)."""
     if value.tzinfo is not UTC:
         value = value.astimezone(UTC)
-    since = value - _EPOCH
-    second = since.days * 86_400 + since.seconds
-    head = _SECONDS.get(second)
-    if head is None:
-        if len(_SECONDS) >= _SECONDS_KEPT:
-            _SECONDS.clear()
-        head = _SECONDS[second] = value.isoformat(" ", "seconds")[:19]
-    return f"{head}.{value.microsecond:06d}"
+    return f"{_SPACE_SECONDS.text(value)}.{value.microsecond:06d}"
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-# "YYYY-MM-DD HH:MM:SS" by second since the epoch: a process binds a few each second.
-_SECONDS: dict[int, str] = {}
-_SECONDS_KEPT = 4096
+# "YYYY-MM-DD HH:MM:SS": a process binds a few moments each second.
+_SPACE_SECONDS = SecondTexts(" ")
 
 
 def values(statement: Sql, params: Params | None, dialect: Dialect) -> tuple[Any, ...]:
