@@ -49,7 +49,7 @@ from bench.kannel_boxes import (  # noqa: E402
     start_kannel,
     start_peer,
 )
-from bench.receipt_sink import ReceiptSink  # noqa: E402
+from bench.receipt_sink import ReceiptSink, read_head  # noqa: E402
 
 # A run fails once no receipt has arrived for this long: Kannel only logs lost DLRs.
 _STALL_TIMEOUT = 30.0
@@ -195,12 +195,7 @@ class KeepAliveClient:
         assert self._streams is not None
         reader, writer = self._streams
         writer.write(f"GET {target} HTTP/1.1\r\nHost: {self._host}:{self._port}\r\n\r\n".encode())
-        head = await reader.readuntil(b"\r\n\r\n")
-        status_line, *header_lines = head.decode("latin-1").split("\r\n")
-        headers = {}
-        for line in header_lines:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
+        status_line, headers = await read_head(reader)
         if headers.get("transfer-encoding", "").lower() == "chunked":
             body = await _read_chunks(reader)  # Twisted's answer (Jasmin's HTTP API)
         else:

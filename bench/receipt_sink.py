@@ -14,6 +14,17 @@ from urllib.parse import parse_qs, urlsplit
 Delivered = Callable[[dict[str, list[str]]], Hashable | None]
 
 
+async def read_head(reader: asyncio.StreamReader) -> tuple[str, dict[str, str]]:
+    """An HTTP/1.1 message's first line and its headers (names in lower case)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    first_line, *header_lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in header_lines:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return first_line, headers
+
+
 class ReceiptSink:
     def __init__(self, delivered_of: Delivered, answer: bytes = b"") -> None:
         self._delivered_of = delivered_of
@@ -28,12 +39,7 @@ class ReceiptSink:
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                request_line, *header_lines = head.decode("latin-1").split("\r\n")
-                headers = {}
-                for line in header_lines:
-                    name, _, value = line.partition(":")
-                    headers[name.strip().lower()] = value.strip()
+                request_line, headers = await read_head(reader)
                 length = int(headers.get("content-length", "0"))
                 body = await reader.readexactly(length) if length else b""
                 target = request_line.split(" ")[1]
