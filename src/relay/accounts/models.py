@@ -141,3 +141,27 @@ def parse_country_list(text: str) -> frozenset[str] | None:
             f"Give ISO 3166 country codes such as US,CA,FR, or all; unknown: {', '.join(unknown)}."
         )
     return codes
+
+
+@dataclass(frozen=True)
+class AccountRecord:
+    """An account as the operator's commands show it."""
+
+    id: str
+    name: str
+    brand: str
+    webotp_domain: str | None
+    created_at: datetime
+    # ISO 3166 codes it may send to; None means all.
+    allowed_countries: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
+class WebhookSecretAge:
+    """A webhook signing secret in use, never its value."""
+
+    id: str
+    livemode: bool
+    created_at: datetime
+    # Set by a roll: the secret signs until then.
+    expires_at: datetime | None

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from relay.db.sql import Sql, Tx
+from relay.accounts.models import AccountRecord, WebhookSecretAge
+from relay.db.sql import Row, Sql, Tx, document, flag, moment, moment_or_none
 
 _INSERT_ACCOUNT = Sql(
     "INSERT INTO accounts (id, name, brand, created_at) VALUES (:id, :name, :brand, :now)"
@@ -12,6 +13,14 @@ _INSERT_ACCOUNT = Sql(
 _ACCOUNT_EXISTS = Sql("SELECT id FROM accounts WHERE id = :id")
 _ACCOUNT_BRAND = Sql("SELECT brand FROM accounts WHERE id = :id")
 _ACCOUNT_WORDS = Sql("SELECT brand, webotp_domain FROM accounts WHERE id = :id")
+_ACCOUNT_COLUMNS = "id, name, brand, webotp_domain, created_at, allowed_countries"
+_ACCOUNTS = Sql(f"SELECT {_ACCOUNT_COLUMNS} FROM accounts ORDER BY id")
+_ACCOUNT = Sql(f"SELECT {_ACCOUNT_COLUMNS} FROM accounts WHERE id = :id")
+_WEBHOOK_SECRET_AGES = Sql(
+    "SELECT id, livemode, created_at, expires_at FROM webhook_secrets"
+    " WHERE account_id = :account AND (expires_at IS NULL OR expires_at > :now)"
+    " ORDER BY livemode, id"
+)
 _SET_ALLOWED_COUNTRIES = Sql("UPDATE accounts SET allowed_countries = :countries WHERE id = :id")
 _INSERT_WEBHOOK_SECRET = Sql(
     "INSERT INTO webhook_secrets (id, account_id, livemode, sealed_secret, created_at)"
@@ -82,3 +91,37 @@ async def expire_webhook_secrets(tx: Tx, account_id: str, *, livemode: bool, at:
     """End the mode's active secrets at `at` (a roll's overlap), never later than set."""
     params = {"account": account_id, "livemode": livemode, "at": at}
     return await tx.execute(_EXPIRE_WEBHOOK_SECRETS, params)
+
+
+def _account(row: Row) -> AccountRecord:
+    countries = document(row["allowed_countries"])
+    return AccountRecord(
+        id=row["id"],
+        name=row["name"],
+        brand=row["brand"],
+        webotp_domain=row["webotp_domain"],
+        created_at=moment(row["created_at"]),
+        allowed_countries=None if countries is None else tuple(countries),
+    )
+
+
+async def list_accounts(tx: Tx) -> list[AccountRecord]:
+    return [_account(row) for row in await tx.fetch(_ACCOUNTS)]
+
+
+async def account(tx: Tx, account_id: str) -> AccountRecord | None:
+    row = await tx.fetchrow(_ACCOUNT, {"id": account_id})
+    return None if row is None else _account(row)
+
+
+async def webhook_secret_ages(tx: Tx, account_id: str, *, now: datetime) -> list[WebhookSecretAge]:
+    rows = await tx.fetch(_WEBHOOK_SECRET_AGES, {"account": account_id, "now": now})
+    return [
+        WebhookSecretAge(
+            id=row["id"],
+            livemode=flag(row["livemode"]),
+            created_at=moment(row["created_at"]),
+            expires_at=moment_or_none(row["expires_at"]),
+        )
+        for row in rows
+    ]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from relay.carriers.registry import CarrierConfigError
-from relay.cli import keys, texts, usage
+from relay.cli import account_views, installation, keys, texts, usage
 from relay.cli.checks import check, check_file, unsafe_for_live
 from relay.config import Settings, load_settings
 from relay.errors import RelayError
@@ -35,7 +35,13 @@ def _log_format(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="relay", description="Relay: OTP by SMS, self-hosted.")
+    parser = argparse.ArgumentParser(
+        prog="relay",
+        description=(
+            "Relay: one-time passcodes by SMS, WhatsApp and email, sent and checked by a"
+            " self-hosted HTTPS API."
+        ),
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {VERSION}")
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -93,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     roll.add_argument("--json", action="store_true")
     texts.add_parser(accounts_commands, _common)
+    account_views.add_parser(accounts_commands, _common)
 
     worker = commands.add_parser(
         "worker", help="run background work only (expiry sweep, webhook delivery)"
@@ -188,6 +195,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "worker":
             # Before the migrations: their lines are the worker's log too.
             configure(settings.log_level, settings.log_format)
+        if not _may_install(args):
+            missing = installation.missing(settings)
+            if missing is not None:
+                tell(f"relay: {missing}", action="relay.not_installed", level=ERROR)
+                return 1
         # A SQLite file can only be made in a directory that exists.
         private_dir(settings.data_dir)
         try:
@@ -212,6 +224,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
+def _may_install(args: argparse.Namespace) -> bool:
+    """A mistyped --data-dir or database URL must not become a fresh installation with a
+    new code key: only these commands make one."""
+    return bool(
+        args.command == "migrate" or (args.command == "accounts" and args.action == "create")
+    )
+
+
 async def _manage(settings: Settings, args: argparse.Namespace) -> int:
     from relay.services import build_services
 
@@ -225,6 +245,8 @@ async def _manage(settings: Settings, args: argparse.Namespace) -> int:
             return await _update_account(services, args)
         if args.command == "accounts" and args.action == "template":
             return await texts.run(services, args)
+        if args.command == "accounts" and args.action in ("list", "show"):
+            return await account_views.run(services, args)
         if args.command == "accounts":
             created = await services.accounts.create_account(args.name, brand=args.brand)
             payload: dict[str, Any] = {

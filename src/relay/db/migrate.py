@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import socket
 from pathlib import Path
@@ -9,10 +10,12 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, create_engine, inspect
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.ext.asyncio import create_async_engine
 
-from relay.db.urls import is_postgres, shown, sqlite_file
+from relay.db.urls import is_postgres, shown, sqlite_file, sync_url
 
 _SCRIPTS = Path(__file__).with_name("migrations")
 # SQLAlchemy names the driver's exception class before its message.
@@ -41,6 +44,38 @@ def upgrade(url: str, revision: str = "head") -> None:
         command.upgrade(alembic_config(url), revision)
     except (DBAPIError, OSError) as error:
         raise DatabaseUnavailable(f"{cause(url, error)} ({shown(url)})") from error
+
+
+def installed(url: str) -> bool:
+    """Whether `url` holds a database Relay has migrated; never makes a file or a schema."""
+    _require_supported(url)
+    file = sqlite_file(url)
+    if file is not None and not file.is_file():
+        return False
+    try:
+        if is_postgres(url):
+            return asyncio.run(_postgres_installed(url))
+        engine = create_engine(url)
+        try:
+            with engine.connect() as connection:
+                return _has_versions(connection)
+        finally:
+            engine.dispose()
+    except (DBAPIError, OSError) as error:
+        raise DatabaseUnavailable(f"{cause(url, error)} ({shown(url)})") from error
+
+
+async def _postgres_installed(url: str) -> bool:
+    engine = create_async_engine(sync_url(url))
+    try:
+        async with engine.connect() as connection:
+            return await connection.run_sync(_has_versions)
+    finally:
+        await engine.dispose()
+
+
+def _has_versions(connection: Connection) -> bool:
+    return inspect(connection).has_table("alembic_version")
 
 
 def _require_supported(url: str) -> None:
