@@ -91,7 +91,8 @@ def test_a_postgresql_database_relay_never_migrated_is_named_with_its_password_m
     assert done.returncode == 1
     [line] = done.stderr.splitlines()
     assert "no Relay installation here" in line
-    assert ":***@" in line and "hunter2" not in line
+    assert ":***@" in line
+    assert "hunter2" not in line
     assert not (tmp_path / "d").exists()
 
 
@@ -100,7 +101,8 @@ def test_a_database_that_cannot_be_reached_is_one_line_too(tmp_path: Path) -> No
     done = relay("accounts", "list", "--database-url", url, "--data-dir", str(tmp_path))
     assert done.returncode == 1
     [line] = done.stderr.splitlines()
-    assert line.startswith("relay: database: ") and "relay:***@127.0.0.1:9" in line
+    assert line.startswith("relay: database: ")
+    assert "relay:***@127.0.0.1:9" in line
 
 
 def test_accounts_list_and_show_tell_what_an_installation_holds(tmp_path: Path) -> None:
@@ -130,7 +132,9 @@ def test_accounts_list_and_show_tell_what_an_installation_holds(tmp_path: Path) 
     ]
     assert sorted(account["id"] for account in listed) == sorted([created["id"], second["id"]])
     text_list = relay("accounts", "list", *data).stdout
-    assert created["id"] in text_list and "ShopCo" in text_list and "FR,US" in text_list
+    assert created["id"] in text_list
+    assert "ShopCo" in text_list
+    assert "FR,US" in text_list
 
     shown = json.loads(relay("accounts", "show", created["id"], "--json", *data).stdout)
     assert (shown["name"], shown["brand"], shown["allowed_countries"]) == (
@@ -153,7 +157,8 @@ def test_accounts_list_and_show_tell_what_an_installation_holds(tmp_path: Path) 
         assert secret not in everything
 
     text_show = relay("accounts", "show", created["id"], *data).stdout
-    assert created["test_key"][-4:] in text_show and "{brand}: votre code est {code}" in text_show
+    assert created["test_key"][-4:] in text_show
+    assert "{brand}: votre code est {code}" in text_show
     assert created["test_key"] not in text_show
 
     unknown = relay("accounts", "show", "acct_nope", *data)

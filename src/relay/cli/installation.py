@@ -23,5 +23,6 @@ def missing(settings: Settings) -> str | None:
     except DatabaseUnavailable as error:
         return f"database: {error}"
     if not settings.code_key and not settings.data_dir.is_dir():
-        return f"no Relay installation here ({where}): no data directory and no code_key set; {MAKES_ONE}"
+        lacking = "no data directory and no code_key set"
+        return f"no Relay installation here ({where}): {lacking}; {MAKES_ONE}"
     return None
