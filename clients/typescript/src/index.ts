@@ -42,5 +42,5 @@ export type {
 } from "./objects.js";
 export { AsyncPaginator, Events, Messages, Verifications } from "./resources.js";
 export type { components, operations, paths } from "./schema.js";
-export { DEFAULT_TOLERANCE, SIGNATURE_HEADER, verifyWebhook, type VerifyWebhookOptions } from "./webhooks.js";
+export { DEFAULT_TOLERANCE, SIGNATURE_HEADER, verifyWebhook, type SignatureHeader, type VerifyWebhookOptions } from "./webhooks.js";
 export { VERSION } from "./version.js";

@@ -12,6 +12,14 @@ export const SIGNATURE_HEADER = "Relay-Signature";
 /** Seconds. */
 export const DEFAULT_TOLERANCE = 300;
 
+/** The header's value, or the request's headers: a `Headers`, or a record such as Node's. */
+export type SignatureHeader =
+  | string
+  | null
+  | undefined
+  | { get(name: string): string | null }
+  | Record<string, string | readonly string[] | undefined>;
+
 export interface VerifyWebhookOptions {
   /** Seconds a timestamp may be from now, either way; default 300. */
   tolerance?: number;
@@ -26,12 +34,13 @@ const encoder = new TextEncoder();
  * `SignatureVerificationError`.
  *
  * `body` must be the raw body as received, before any JSON parsing: a re-serialised
- * body no longer matches. `header` is the `Relay-Signature` header's value. `secrets`:
+ * body no longer matches. `header` is the `Relay-Signature` header's value, or the
+ * request's headers (a `Headers`, or a record with names in any case). `secrets`:
  * one, or several while you roll them (any one matching is enough).
  */
 export async function verifyWebhook(
   body: string | Uint8Array | ArrayBuffer,
-  header: string | null | undefined,
+  header: SignatureHeader,
   secrets: string | readonly string[],
   options: VerifyWebhookOptions = {},
 ): Promise<WebhookEvent> {
@@ -40,11 +49,12 @@ export async function verifyWebhook(
   if (keys.length === 0 || keys.some((secret) => typeof secret !== "string" || secret === "")) {
     throw new TypeError("verifyWebhook needs at least one non-empty secret");
   }
-  if (typeof header !== "string" || header === "") {
+  const value = headerValue(header);
+  if (value === null) {
     throw new SignatureVerificationError(`No ${SIGNATURE_HEADER} header.`);
   }
   const payload = bytes(body);
-  const { timestamp, candidates } = parse(header);
+  const { timestamp, candidates } = parse(value);
   const signed = concat(encoder.encode(`${timestamp}.`), payload);
   if (!(await anyMatches(signed, keys, candidates))) {
     throw new SignatureVerificationError("No v1 signature matches the payload and secrets.");
@@ -55,6 +65,26 @@ export async function verifyWebhook(
     throw new SignatureVerificationError(`Signature timestamp ${timestamp} is more than ${tolerance} s from now.`);
   }
   return event(payload);
+}
+
+function headerValue(header: SignatureHeader): string | null {
+  if (typeof header === "string") {
+    return header === "" ? null : header;
+  }
+  if (header === null || header === undefined) {
+    return null;
+  }
+  if (typeof header.get === "function") {
+    return (header as { get(name: string): string | null }).get(SIGNATURE_HEADER) || null;
+  }
+  const wanted = SIGNATURE_HEADER.toLowerCase();
+  for (const [name, value] of Object.entries(header)) {
+    if (name.toLowerCase() === wanted) {
+      // A repeated header is not Relay's: it sends one.
+      return typeof value === "string" && value !== "" ? value : null;
+    }
+  }
+  return null;
 }
 
 function parse(header: string): { timestamp: number; candidates: string[] } {

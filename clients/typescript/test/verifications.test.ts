@@ -41,6 +41,14 @@ describe("verifications", () => {
     assert.equal(checked.verified, true);
   });
 
+  it("go by email, checked by the address", async () => {
+    const to = `ada.${process.pid}@example.com`;
+    const created = await relay.verifications.create({ to, channel: "email" });
+    assert.equal(created.channel, "email");
+    assert.equal(created.country, null);
+    assert.equal((await relay.verifications.check({ to, code: "000000" })).status, "approved");
+  });
+
   it("count a wrong code against the remaining checks", async () => {
     const created = await relay.verifications.create({ to: freshNumber() });
     const checked = await relay.verifications.check({ to: created.to, code: "999999" });

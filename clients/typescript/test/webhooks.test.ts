@@ -73,6 +73,13 @@ describe("a webhook delivered by Relay", () => {
     assert.equal(event.type, "verification.approved");
   });
 
+  it("is verified from the request's headers as they come", async () => {
+    assert.equal((await verifyWebhook(delivery.body, delivery.headers, served.webhookSecret)).type, "verification.approved");
+    const headers = new Headers({ "Relay-Signature": header(delivery) });
+    assert.equal((await verifyWebhook(delivery.body, headers, served.webhookSecret)).type, "verification.approved");
+    await refused(verifyWebhook(delivery.body, new Headers(), served.webhookSecret));
+  });
+
   it("is refused with another secret", async () => {
     await refused(verifyWebhook(delivery.body, header(delivery), "whsec_notthisonenotthisonenotthis"));
   });
