@@ -180,7 +180,12 @@ function origin(baseUrl: string): string {
 
 function environment(name: string): string | undefined {
   const process = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process;
-  return process?.env?.[name] || undefined;
+  try {
+    return process?.env?.[name] || undefined;
+  } catch {
+    // Deno without --allow-env throws rather than answering: as if unset.
+    return undefined;
+  }
 }
 
 function jsonOrNull(content: string): unknown {

@@ -159,6 +159,21 @@ describe("the client's retries", () => {
     }
   });
 
+  it("take the key and the address from the environment when not given", async () => {
+    const server = await stub((_, response) => verification(response));
+    process.env.RELAY_API_KEY = "sk_test_from_env";
+    process.env.RELAY_BASE_URL = server.baseUrl;
+    try {
+      await new Relay().verifications.retrieve("ver_1");
+      assert.equal(server.requests[0]?.headers.authorization, "Bearer sk_test_from_env");
+    } finally {
+      delete process.env.RELAY_API_KEY;
+      delete process.env.RELAY_BASE_URL;
+      await server.close();
+    }
+    assert.throws(() => new Relay(), /No API key/);
+  });
+
   it("refuse plain HTTP to anything but loopback", () => {
     assert.throws(() => new Relay({ apiKey: "k", baseUrl: "http://relay.example.com" }), /HTTPS only/);
   });
