@@ -74,6 +74,10 @@ def test_any_document_is_read_or_refused_as_walking_it_would(
 @example(b'["\\\\ud800"]')  # an escaped backslash, then text: no surrogate
 @example(b'{"a": 1, "a": 2}')
 @example(b"[NaN, Infinity]")
+@example(b' {"a": 1}\r\n')  # whitespace about one document
+@example(b'{"a": 1} x')  # something after it
+@example(b'{"a": 1}{"a": 2}')
+@example(b'{"a": 1, "a": 2} x')
 def test_any_bytes_are_read_or_refused_as_walking_them_would(body: bytes) -> None:
     assert outcome(decode_json, body) == outcome(reference, body)
 

@@ -117,6 +117,25 @@ class Verification:
 _STATUS_TEXT = {status: status.value for status in Status}
 
 
+class _Shown:
+    """The last verification `as_shown` made, the moment it was shown at, and how."""
+
+    last: tuple[Verification | None, datetime | None, dict[str, Any]] = (None, None, {})
+
+
+def as_shown(verification: Verification, now: datetime) -> dict[str, Any]:
+    """`verification.to_api(now)`, made once for this very record and moment: a unit that
+    answers with a verification and records an event about it as it answers (an approving
+    check) shows it twice. Held by identity, the record held with it; nothing changes a
+    record or what this returns once made."""
+    last, at, view = _Shown.last
+    if last is verification and at is now:
+        return view
+    view = verification.to_api(now)
+    _Shown.last = (verification, now, view)
+    return view
+
+
 def just_sent(verification: Verification, attempt_id: str, now: datetime) -> dict[str, Any]:
     """As events show it when `attempt_id` was sent, before that attempt's receipt."""
     attempts = tuple(

@@ -15,7 +15,7 @@ from relay.delivery.attempts import Attempt
 from relay.delivery.owners import Answer, Draft, OwnerState, Told, as_answered, drafted
 from relay.events.models import EventType
 from relay.verifications import events, store
-from relay.verifications.models import Status, Verification, just_sent
+from relay.verifications.models import Status, Verification, as_shown, just_sent
 
 
 def owner_state(verification: Verification, now: datetime) -> OwnerState:
@@ -81,11 +81,15 @@ class VerificationOwner:
         verification = opened.with_attempts((*opened.attempts, *attempts))
         changes: list[tuple[EventType, dict[str, Any]]] = []
         for answer in answers:
-            shown = verification.with_attempts(as_answered(verification.attempts, answer))
+            attempts = as_answered(verification.attempts, answer)
+            # The last answer's event shows the verification as the create answers with it:
+            # the same record, shown once (`as_shown`).
+            same = attempts == verification.attempts
+            shown = verification if same else verification.with_attempts(attempts)
             if answer.outcome == "delivered":
                 sent = just_sent(shown, answer.attempt_id, now)
                 changes.append((EventType.VERIFICATION_SENT, sent))
-            changes.append((_TOLD[answer.outcome], shown.to_api(now)))
+            changes.append((_TOLD[answer.outcome], as_shown(shown, now)))
         return Told(owner_state(verification, now), changes, verification)
 
     async def attempt_canceled(self, tx: Tx, owner_id: str, *, now: datetime) -> None:

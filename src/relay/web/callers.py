@@ -31,13 +31,16 @@ async def scope_caller(scope: Scope, services: Services) -> Caller | None:
     Kept in the scope for this request only; the key's record is kept by the process
     until it changes (`accounts.key_cache`), so a revoked key is refused from the next
     request on."""
-    if _SCOPE_KEY not in scope:
-        client = client_address(scope, services.settings.trusted_proxies)
-        try:
-            scope[_SCOPE_KEY] = await services.accounts.authenticate(bearer_token(scope), client)
-        except AuthenticationFailed:
-            scope[_SCOPE_KEY] = None
-    found: Caller | None = scope[_SCOPE_KEY]
+    if _SCOPE_KEY in scope:
+        # Its fields were bound to the request's log lines when it was found.
+        kept: Caller | None = scope[_SCOPE_KEY]
+        return kept
+    client = client_address(scope, services.settings.trusted_proxies)
+    try:
+        found: Caller | None = await services.accounts.authenticate(bearer_token(scope), client)
+    except AuthenticationFailed:
+        found = None
+    scope[_SCOPE_KEY] = found
     if found is not None:
         bind(account_id=found.account_id, livemode=found.livemode)
     return found

@@ -232,10 +232,21 @@ def answer(
 
 
 def stored(response: Response) -> StoredResponse:
-    headers = tuple(
-        (name.decode("latin-1"), value.decode("latin-1")) for name, value in response.raw_headers
-    )
+    head = tuple(response.raw_headers)
+    headers = _HEAD_TEXTS.get(head)
+    if headers is None:
+        if len(_HEAD_TEXTS) >= _HEADS_KEPT:
+            _HEAD_TEXTS.clear()
+        headers = _HEAD_TEXTS[head] = tuple(
+            (name.decode("latin-1"), value.decode("latin-1")) for name, value in head
+        )
     return StoredResponse(response.status_code, headers, bytes(response.body))
+
+
+# An answer's headers as the key's record keeps them, per head: the API's answers have
+# few heads (a JSON body's length and type, a refusal's few more), each decoded once.
+_HEAD_TEXTS: dict[tuple[tuple[bytes, bytes], ...], tuple[tuple[str, str], ...]] = {}
+_HEADS_KEPT = 4096
 
 
 def _get(scope: Scope, path: str) -> Scope:

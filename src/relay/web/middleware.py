@@ -116,19 +116,18 @@ class Edge:
         """The request's log line and its metric."""
         elapsed = time.perf_counter() - started
         if log.isEnabledFor(logging.INFO):
-            # `log.info` less its search of the stack for the caller, which no line shows.
-            fields = {
-                "request_id": request_id,
-                "method": scope["method"],
-                "path": scope["path"],
-                "status": status,
-                "duration_ms": round(elapsed * 1000, 2),
-            }
-            log.handle(
-                log.makeRecord(
-                    log.name, logging.INFO, __file__, 0, "http.request", (), None, extra=fields
-                )
+            # `log.info` less its search of the stack for the caller, which no line shows;
+            # the fields set in one update, as `extra` would set them one by one after
+            # checking each name against the record's own (these never are one).
+            record = log.makeRecord(log.name, logging.INFO, __file__, 0, "http.request", (), None)
+            record.__dict__.update(
+                request_id=request_id,
+                method=scope["method"],
+                path=scope["path"],
+                status=status,
+                duration_ms=round(elapsed * 1000, 2),
             )
+            log.handle(record)
         if self.route_name is not None:
             observe.http_request(self.route_name(scope), scope["method"], status, elapsed)
 

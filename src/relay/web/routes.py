@@ -19,7 +19,7 @@ from relay.idempotency.claims import Pending
 from relay.ids import is_id
 from relay.log import bind
 from relay.verifications.destinations import is_email, require_channels
-from relay.verifications.models import Verification
+from relay.verifications.models import Verification, as_shown
 from relay.verifications.pages import ListQuery
 from relay.verifications.service import CreateRequest
 from relay.web.fields import require_locale, require_webhook_url
@@ -39,7 +39,8 @@ from relay.web.schemas import (
 
 
 def _render(verification: Verification, now: datetime) -> Response:
-    return JsonResponse(verification.to_api(now))
+    # As the unit that made it shows it in its event, if it records one (`as_shown`).
+    return JsonResponse(as_shown(verification, now))
 
 
 def _answer(claim: Pending | None, verification: Verification, now: datetime) -> Response:
@@ -124,7 +125,7 @@ async def retrieve(call: Call) -> Response:
     verification_id = _verification_id(call.path["verification_id"])
     verification = await app.verifications.retrieve(call.who, verification_id)
     bind(verification_id=verification.id)
-    return _render(verification, app.clock.now())
+    return JsonResponse(verification.to_api(app.clock.now()))
 
 
 async def cancel(call: Call) -> Response:
