@@ -31,8 +31,10 @@ from tests.harness import (
 )
 from tests.webhooks.receiver import (
     Identity,
+    Receiver,
     events_of,
     isolated_database,
+    settled,
     wait_until,
     webhook_server,
 )
@@ -149,6 +151,42 @@ def test_a_closed_verification_is_retrievable_then_gone_after_its_window(
     assert events_of(api, verification_id) == []
     listed = api.get("/v1/verifications", params={"limit": 100}).json()["data"]
     assert verification_id not in [v["id"] for v in listed]
+
+
+def test_usage_the_console_and_measured_routing_read_the_same_after_a_prune(
+    server: RunningServer,
+    api: httpx.Client,
+    live_api: httpx.Client,
+    account: NewAccount,
+    receiver: Receiver,
+    capsys: Any,
+) -> None:
+    hook = {"webhook_url": receiver.url("/retention")}
+    deleted = [closed_verification(live_api, **hook), closed_verification(live_api)]
+    deleted += [closed_verification(api, DELIVERED), closed_verification(api, UNDELIVERABLE)]
+    messages = [sent_message(live_api, "+447400123456", **hook), sent_message(api, DELIVERED)]
+    for some_id in [*deleted, *messages]:
+        settled(live_api if some_id in (deleted[:2] + messages[:1]) else api, some_id, 1)
+    wait_until(
+        lambda: count_rows(server.settings, SQL_UNSETTLED) == 0, what="every attempt to settle"
+    )
+    ends = server.clock.now().replace(second=0, microsecond=0) + timedelta(minutes=2)
+    usage_before = usage_printed(server, capsys, account)
+    figures_before = console_figures(server, ends)
+    overview, measured = figures_before
+    every_figure = (overview.verifications, overview.attempts, overview.receipts)
+    every_figure += (overview.countries, overview.delivery, overview.webhooks)
+    every_figure += (overview.webhook_attempts, measured, usage_before)
+    assert all(every_figure), "each figure has rows a prune could lose"
+
+    later(server, 10)
+    for kind, found in (("verifications", deleted), ("messages", messages)):
+        for some_id in found:
+            assert live_api.get(f"/v1/{kind}/{some_id}").status_code == 404
+            assert api.get(f"/v1/{kind}/{some_id}").status_code == 404
+
+    assert usage_printed(server, capsys, account) == usage_before
+    assert console_figures(server, ends) == figures_before
 
 
 def test_an_accounts_own_delete_after_wins_over_the_setting(
