@@ -38,9 +38,12 @@ def _deletes(table: str, owner: str) -> list[Sql]:
     return [
         ids(
             "DELETE FROM webhook_attempts WHERE event_id IN (SELECT id FROM events"
-            " WHERE account_id = :account AND related_id IN {ids})"
+            " WHERE account_id = :account AND livemode IN (FALSE, TRUE) AND related_id IN {ids})"
         ),
-        ids("DELETE FROM events WHERE account_id = :account AND related_id IN {ids}"),
+        ids(
+            "DELETE FROM events WHERE account_id = :account AND livemode IN (FALSE, TRUE)"
+            " AND related_id IN {ids}"
+        ),
         ids(
             "DELETE FROM idempotency_keys WHERE account_id = :account"
             " AND resource_path IN (SELECT CAST(:prefix AS TEXT) || value FROM {values})"
