@@ -20,6 +20,9 @@ from relay.durations import parse_duration
 from relay.private_files import private_dir, write_private
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+# The shortest `delete_after` live mode accepts: the per-number limits count a number's
+# verifications of the last hour from the rows themselves (relay.abuse.store).
+LIVE_DELETE_AFTER_FLOOR = 3600
 # Seconds, given as a number or a text with a unit ("90s", "12h", "30d"; relay.durations).
 Duration = Annotated[int, BeforeValidator(parse_duration)]
 

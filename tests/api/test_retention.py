@@ -259,6 +259,19 @@ def test_the_command_line_sets_and_clears_an_accounts_delete_after(
     assert stored_delete_after(server, account) is None
 
 
+def test_live_mode_refuses_an_accounts_delete_after_under_an_hour(
+    server: RunningServer, account: NewAccount, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RELAY_MODE", "live")
+    url = server.settings.resolved_database_url
+    update = ["accounts", "update", account.id, "--database-url", url, "--delete-after"]
+    assert relay_main([*update, "59m"]) == 2
+    assert "under an hour is refused in live mode" in capsys.readouterr().err
+    assert stored_delete_after(server, account) is None
+    assert relay_main([*update, "1h"]) == 0
+    assert stored_delete_after(server, account) == 3600
+
+
 def stored_delete_after(server: RunningServer, account: NewAccount) -> int | None:
     from relay.db.sql import Sql
 

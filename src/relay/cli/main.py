@@ -15,7 +15,7 @@ from relay import durations
 from relay.carriers.registry import CarrierConfigError
 from relay.cli import keys, texts, usage
 from relay.cli.checks import check, check_file, unsafe_for_live
-from relay.config import Settings, load_settings
+from relay.config import LIVE_DELETE_AFTER_FLOOR, Settings, load_settings
 from relay.errors import RelayError
 from relay.log import configure, tell
 from relay.version import VERSION
@@ -264,6 +264,14 @@ async def _update_account(services: Any, args: argparse.Namespace) -> int:
     keep = None if args.delete_after is None else retention_choice(args.delete_after)
     if isinstance(keep, str):
         print(f"relay: --delete-after: {keep}", file=sys.stderr)
+        return 2
+    live = services.settings.mode == "live"
+    if live and keep is not None and keep[0] is not None and keep[0] < LIVE_DELETE_AFTER_FLOOR:
+        print(
+            "relay: --delete-after: under an hour is refused in live mode: the per-number"
+            " limits count the last hour's verifications",
+            file=sys.stderr,
+        )
         return 2
     if args.allow_countries is not None:
         countries = parse_country_list(args.allow_countries)
