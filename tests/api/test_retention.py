@@ -19,6 +19,7 @@ from relay.console import store as console_store
 from relay.console.scope import View
 from relay.delivery import figures
 from relay.retention.prune import prune
+from relay.retention.store import prune_batch
 from relay.services import Services, build_services
 from relay.worker.sweeper import retention_once
 from tests.harness import (
@@ -88,7 +89,7 @@ def later(server: RunningServer, seconds: float) -> int:
     async def once(services: Services) -> int:
         return await retention_once(services)
 
-    return run(_with_clock(server, once))
+    return int(run(_with_clock(server, once)))
 
 
 async def _with_clock(server: RunningServer, use: Any) -> Any:
@@ -174,9 +175,9 @@ def test_usage_the_console_and_measured_routing_read_the_same_after_a_prune(
     usage_before = usage_printed(server, capsys, account)
     figures_before = console_figures(server, ends)
     overview, measured = figures_before
-    every_figure = (overview.verifications, overview.attempts, overview.receipts)
-    every_figure += (overview.countries, overview.delivery, overview.webhooks)
-    every_figure += (overview.webhook_attempts, measured, usage_before)
+    every_figure: list[Any] = [overview.verifications, overview.attempts, overview.receipts]
+    every_figure += [overview.countries, overview.delivery, overview.webhooks]
+    every_figure += [overview.webhook_attempts, measured, usage_before]
     assert all(every_figure), "each figure has rows a prune could lose"
 
     later(server, 10)
@@ -225,24 +226,40 @@ def test_a_pending_verification_survives_its_window(
     assert (still.status_code, still.json()["status"]) == (200, "pending")
 
 
-def test_more_rows_than_one_batch_are_all_deleted_a_batch_per_transaction(
+def test_one_batch_deletes_at_most_its_size_and_the_prune_takes_batches_until_none_is_left(
     server: RunningServer, account: NewAccount, api: httpx.Client
 ) -> None:
     created = [closed_verification(api) for _ in range(7)]
     server.clock.offset += timedelta(seconds=10)
+    cutoff = server.clock.now() - timedelta(seconds=4)
+
+    async def one_batch_of_three(services: Services) -> int:
+        return int(
+            await services.db.write(
+                lambda tx: prune_batch(
+                    tx, messages=False, account_id=account.id, cutoff=cutoff, limit=3
+                )
+            )
+        )
+
+    assert run(_with_clock(server, one_batch_of_three)) == 3
+    assert verifications_of(server, account) == 4
 
     async def in_batches_of_three(services: Services) -> int:
         return await prune(services.db, now=services.clock.now(), delete_after=4, batch=3)
 
-    # Other accounts' rows may be due too; this account's seven are all deleted.
-    assert run(_with_clock(server, in_batches_of_three)) >= 7
-    left = count_rows(
+    # Other accounts' rows may be due too; this account's last four are deleted.
+    assert run(_with_clock(server, in_batches_of_three)) >= 4
+    assert verifications_of(server, account) == 0
+    assert all(api.get(f"/v1/verifications/{v}").status_code == 404 for v in created)
+
+
+def verifications_of(server: RunningServer, account: NewAccount) -> int:
+    return count_rows(
         server.settings,
         "SELECT count(*) AS n FROM verifications WHERE account_id = :account",
         account=account.id,
     )
-    assert left == 0
-    assert all(api.get(f"/v1/verifications/{v}").status_code == 404 for v in created)
 
 
 def test_the_command_line_sets_and_clears_an_accounts_delete_after(
