@@ -216,6 +216,21 @@ def test_an_account_keeping_less_than_the_setting_loses_its_rows_sooner(
         assert own.get(f"/v1/verifications/{verification_id}").status_code == 404
 
 
+def test_the_stored_answer_of_a_keyed_create_goes_with_its_verification(
+    server: RunningServer, account: NewAccount, api: httpx.Client
+) -> None:
+    created = api.post(
+        "/v1/verifications", json={"to": mobile()}, headers={"Idempotency-Key": "retention-1"}
+    )
+    verification_id = created.json()["id"]
+    assert api.post(f"/v1/verifications/{verification_id}/cancel").status_code == 200
+    stored = "SELECT count(*) AS n FROM idempotency_keys WHERE account_id = :account"
+    assert count_rows(server.settings, stored, account=account.id) == 1
+    later(server, 10)
+    assert api.get(f"/v1/verifications/{verification_id}").status_code == 404
+    assert count_rows(server.settings, stored, account=account.id) == 0
+
+
 def test_a_pending_verification_survives_its_window(
     server: RunningServer, api: httpx.Client
 ) -> None:
