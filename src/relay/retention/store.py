@@ -25,12 +25,19 @@ _DUE = (
     " AND e.livemode = o.livemode AND e.related_id = o.id AND e.delivery_status = 'pending')"
     " ORDER BY o.id LIMIT :limit"
 )
-DUE_VERIFICATIONS = Sql(
-    _DUE.format(table="verifications", owner="verification_id", settled="o.status <> 'pending'")
-)
-DUE_MESSAGES = Sql(
-    _DUE.format(table="messages", owner="message_id", settled="o.status NOT IN ('queued', 'sent')")
-)
+# On PostgreSQL, prunes in several processes (`relay worker`s, serve's workers) run at
+# once: each locks the rows it takes and skips those another holds, so no batch is
+# rolled up twice. SQLite's writer runs one unit at a time.
+_LOCKED = " FOR UPDATE OF o SKIP LOCKED"
+
+
+def _due(table: str, owner: str, settled: str) -> Sql:
+    text = _DUE.format(table=table, owner=owner, settled=settled)
+    return Sql(text, postgres=text + _LOCKED)
+
+
+DUE_VERIFICATIONS = _due("verifications", "verification_id", "o.status <> 'pending'")
+DUE_MESSAGES = _due("messages", "message_id", "o.status NOT IN ('queued', 'sent')")
 
 
 def _deletes(table: str, owner: str) -> list[Sql]:
