@@ -3,6 +3,7 @@ was, what is still pending stays, and every figure reads the same after a prune.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from collections.abc import Iterator
@@ -269,6 +270,32 @@ def test_one_batch_deletes_at_most_its_size_and_the_prune_takes_batches_until_no
     assert run(_with_clock(server, in_batches_of_three)) >= 4
     assert verifications_of(server, account) == 0
     assert all(api.get(f"/v1/verifications/{v}").status_code == 404 for v in created)
+
+
+def test_two_prunes_at_once_count_each_deleted_verification_once(
+    server: RunningServer, account: NewAccount, api: httpx.Client
+) -> None:
+    using_services(server.settings, lambda s: s.accounts.set_delete_after(account.id, 86_400))
+    created = [closed_verification(api) for _ in range(8)]
+    two_days_on = server.clock.now() + timedelta(days=2)
+
+    async def two_processes_at_once() -> None:
+        first, second = build_services(server.settings), build_services(server.settings)
+        try:
+            await asyncio.gather(
+                *(prune(s.db, now=two_days_on, delete_after=4, batch=2) for s in (first, second))
+            )
+        finally:
+            await first.close()
+            await second.close()
+
+    run(two_processes_at_once())
+    assert verifications_of(server, account) == 0
+    retained = (
+        "SELECT SUM(n) AS n FROM retained_figures"
+        " WHERE kind = 'verification' AND account_id = :account"
+    )
+    assert count_rows(server.settings, retained, account=account.id) == len(created)
 
 
 def verifications_of(server: RunningServer, account: NewAccount) -> int:
