@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -16,9 +16,15 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from relay.durations import parse_duration
 from relay.private_files import private_dir, write_private
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+# The shortest `delete_after` live mode accepts: the per-number limits count a number's
+# verifications of the last hour from the rows themselves (relay.abuse.store).
+LIVE_DELETE_AFTER_FLOOR = 3600
+# Seconds, given as a number or a text with a unit ("90s", "12h", "30d"; relay.durations).
+Duration = Annotated[int, BeforeValidator(parse_duration)]
 
 
 def _split_commas(value: object) -> object:
@@ -156,6 +162,13 @@ class Settings(BaseSettings):
     console_admin_failure_burst: int = Field(30, ge=1)
     # Strict-Transport-Security max-age on every HTTPS answer; 0 sends none.
     hsts_seconds: int = Field(31_536_000, ge=0)
+
+    # Retention (docs/privacy.md): verifications and messages, with their attempts,
+    # events and webhook deliveries, are deleted this long after their creation (an
+    # account may set its own); their figures are kept as aggregates without a
+    # destination. The sweeper looks for them every `retention_interval`.
+    delete_after: Duration = 90 * 86_400
+    retention_interval: Duration = 60
 
     @field_validator(
         "trusted_proxies",

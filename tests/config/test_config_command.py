@@ -110,6 +110,7 @@ def whatsapp(**changes: str) -> str:
         (vonage(callback_secret="short-random"), "carriers.vo.callback_secret is shorter"),
         (vonage(public_url="http://relay.example.com"), "carriers.vo.status_callback_url"),
         (whatsapp(base_url="http://graph.example.com"), "carriers.wa.base_url"),
+        ('delete_after = "59m"\n', "delete_after is under an hour"),
     ],
 )
 def test_live_mode_with_an_unsafe_setting_refuses_to_start_with_one_line(

@@ -122,6 +122,12 @@ class AccountService:
         ):
             raise ResourceMissing(f"No account {account_id}.")
 
+    async def set_delete_after(self, account_id: str, seconds: int | None) -> None:
+        """How long this account's verifications and messages are kept; None: the setting's.
+        Read by the retention prune only, never by a request: no cached key changes."""
+        if not await self._db.write(lambda tx: store.set_delete_after(tx, account_id, seconds)):
+            raise ResourceMissing(f"No account {account_id}.")
+
     async def create_key(
         self, account_id: str, mode: Mode, *, networks: Sequence[IpNetwork] | None = None
     ) -> NewKey:

@@ -22,6 +22,7 @@ _WEBHOOK_SECRET_AGES = Sql(
     " ORDER BY livemode, id"
 )
 _SET_ALLOWED_COUNTRIES = Sql("UPDATE accounts SET allowed_countries = :countries WHERE id = :id")
+_SET_DELETE_AFTER = Sql("UPDATE accounts SET delete_after = :seconds WHERE id = :id")
 _INSERT_WEBHOOK_SECRET = Sql(
     "INSERT INTO webhook_secrets (id, account_id, livemode, sealed_secret, created_at)"
     " VALUES (:id, :account, :livemode, :sealed, :now)"
@@ -63,6 +64,10 @@ async def account_words(tx: Tx, account_id: str) -> tuple[str, str | None] | Non
 async def set_allowed_countries(tx: Tx, account_id: str, countries: frozenset[str] | None) -> bool:
     stored = None if countries is None else sorted(countries)
     return await tx.execute(_SET_ALLOWED_COUNTRIES, {"id": account_id, "countries": stored}) == 1
+
+
+async def set_delete_after(tx: Tx, account_id: str, seconds: int | None) -> bool:
+    return await tx.execute(_SET_DELETE_AFTER, {"id": account_id, "seconds": seconds}) == 1
 
 
 async def insert_webhook_secret(

@@ -17,7 +17,13 @@ from relay.carriers.registry import (
     route_names,
     sandbox_carriers,
 )
-from relay.config import Settings, given_values, read_file, unknown_keys
+from relay.config import (
+    LIVE_DELETE_AFTER_FLOOR,
+    Settings,
+    given_values,
+    read_file,
+    unknown_keys,
+)
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
 # Values the example file and the docs show for secrets: never real ones.
@@ -125,6 +131,11 @@ def unsafe_for_live(settings: Settings, *, demo: bool = False) -> list[str]:
         if isinstance(table.get(key), str) and _placeholder(table[key])
     ]
     unsafe += live_carrier_problems(settings)
+    if settings.delete_after < LIVE_DELETE_AFTER_FLOOR:
+        unsafe.append(
+            "delete_after is under an hour: the per-number limits count the last hour's"
+            " verifications, which it would delete"
+        )
     if demo:
         unsafe.append("--demo creates an account whose keys are printed on every start")
     return unsafe

@@ -11,10 +11,11 @@ from logging import ERROR
 from pathlib import Path
 from typing import Any
 
+from relay import durations
 from relay.carriers.registry import CarrierConfigError
 from relay.cli import account_views, installation, keys, texts, usage
 from relay.cli.checks import check, check_file, unsafe_for_live
-from relay.config import Settings, load_settings
+from relay.config import LIVE_DELETE_AFTER_FLOOR, Settings, load_settings
 from relay.errors import RelayError
 from relay.log import configure, tell
 from relay.version import VERSION
@@ -75,8 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
     update.add_argument("account_id")
     update.add_argument(
         "--allow-countries",
-        required=True,
         help="destination countries allowed, e.g. US,CA,FR; `all` removes the restriction",
+    )
+    update.add_argument(
+        "--delete-after",
+        help="how long its verifications and messages are kept, e.g. 30d, 12h, 90s (m is"
+        " minutes); `default` follows the delete_after setting",
     )
 
     roll = accounts_commands.add_parser(
@@ -275,11 +280,42 @@ async def _manage(settings: Settings, args: argparse.Namespace) -> int:
 async def _update_account(services: Any, args: argparse.Namespace) -> int:
     from relay.accounts.models import parse_country_list
 
-    countries = parse_country_list(args.allow_countries)
-    await services.accounts.set_allowed_countries(args.account_id, countries)
-    shown = "all" if countries is None else ",".join(sorted(countries))
-    print(f"{args.account_id} allowed countries: {shown}")
+    if args.allow_countries is None and args.delete_after is None:
+        print("relay: give --allow-countries, --delete-after or both", file=sys.stderr)
+        return 2
+    keep = None if args.delete_after is None else retention_choice(args.delete_after)
+    if isinstance(keep, str):
+        print(f"relay: --delete-after: {keep}", file=sys.stderr)
+        return 2
+    live = services.settings.mode == "live"
+    if live and keep is not None and keep[0] is not None and keep[0] < LIVE_DELETE_AFTER_FLOOR:
+        print(
+            "relay: --delete-after: under an hour is refused in live mode: the per-number"
+            " limits count the last hour's verifications",
+            file=sys.stderr,
+        )
+        return 2
+    if args.allow_countries is not None:
+        countries = parse_country_list(args.allow_countries)
+        await services.accounts.set_allowed_countries(args.account_id, countries)
+        shown = "all" if countries is None else ",".join(sorted(countries))
+        print(f"{args.account_id} allowed countries: {shown}")
+    if keep is not None:
+        seconds = keep[0]
+        await services.accounts.set_delete_after(args.account_id, seconds)
+        kept = "the delete_after setting's" if seconds is None else durations.shown(seconds)
+        print(f"{args.account_id} deletes verifications and messages after: {kept}")
     return 0
+
+
+def retention_choice(text: str) -> tuple[int | None] | str:
+    """(seconds,) or (None,) for `default`; a text saying what is wrong otherwise."""
+    if text.strip().lower() == "default":
+        return (None,)
+    try:
+        return (durations.parse_duration(text),)
+    except ValueError as error:
+        return str(error)
 
 
 async def _roll_webhook_secret(services: Any, args: argparse.Namespace) -> int:

@@ -14,19 +14,17 @@ from typing import Any
 
 from relay.console.scope import View, scoped
 from relay.db.sql import Row, Sql, Tx, moment_or_none
+from relay.retention.rollup import WEBHOOK_OUTCOME
 
 
 def _both(template: str) -> Sql:
-    """`template` with {bucket:COL} and {seconds:A,B} written for each dialect."""
-    lite = template.replace(
-        "{bucket}",
-        "CAST((julianday({col}) - julianday(:since)) * 86400 / CAST(:step AS INTEGER) AS INTEGER)",
-    )
+    """`template` with {bucket}, {fbucket} (of a retained row's minute) and {seconds}
+    written for each dialect."""
+    lite = template.replace("{fbucket}", _LITE_BUCKET.replace("{col}", "f.minute"))
+    lite = lite.replace("{bucket}", _LITE_BUCKET)
     lite = lite.replace("{seconds}", "((julianday({end}) - julianday({start})) * 86400)")
-    pg = template.replace(
-        "{bucket}",
-        "CAST(FLOOR(EXTRACT(EPOCH FROM ({col} - :since)) / CAST(:step AS INTEGER)) AS INTEGER)",
-    )
+    pg = template.replace("{fbucket}", _PG_BUCKET.replace("{col}", "f.minute"))
+    pg = pg.replace("{bucket}", _PG_BUCKET)
     pg = pg.replace("{seconds}", "CAST(EXTRACT(EPOCH FROM ({end} - {start})) AS FLOAT)")
     # asyncpg must know :since is a moment wherever it stands.
     pg = pg.replace(":since", "CAST(:since AS TIMESTAMPTZ)")
@@ -41,6 +39,12 @@ def _columns(text: str) -> str:
     )
 
 
+_LITE_BUCKET = (
+    "CAST((julianday({col}) - julianday(:since)) * 86400 / CAST(:step AS INTEGER) AS INTEGER)"
+)
+_PG_BUCKET = "CAST(FLOOR(EXTRACT(EPOCH FROM ({col} - :since)) / CAST(:step AS INTEGER)) AS INTEGER)"
+
+
 _V = scoped("v.account_id", "v.livemode")
 _OWNER = scoped("COALESCE(v.account_id, m.account_id)", "COALESCE(v.livemode, m.livemode)")
 _ATTEMPTS_FROM = (
@@ -49,44 +53,66 @@ _ATTEMPTS_FROM = (
 )
 _E = scoped("e.account_id", "e.livemode")
 
+# Deleted rows count through `retained_figures` (relay.retention): each figure adds
+# the retained groups, by minute, to the live rows. The console's windows start on a
+# whole minute, so a retained row falls in the bucket its rows fell in.
+_F = scoped("f.account_id", "f.livemode")
+_RETAINED = "FROM retained_figures f WHERE f.kind = '{kind}' AND f.minute >= :since AND " + _F
 _VERIFICATIONS = _both(
-    "SELECT {bucket} AS bucket, COUNT(*) AS created,"
-    " SUM(CASE WHEN v.approved_at IS NOT NULL THEN 1 ELSE 0 END) AS approved"
-    f" FROM verifications v WHERE v.created_at >= :since AND {_V} GROUP BY 1 ORDER BY 1"
+    "SELECT bucket, SUM(created) AS created, SUM(approved) AS approved FROM ("
+    "SELECT {bucket} AS bucket, 1 AS created,"
+    " CASE WHEN v.approved_at IS NOT NULL THEN 1 ELSE 0 END AS approved"
+    f" FROM verifications v WHERE v.created_at >= :since AND {_V}"
+    " UNION ALL SELECT {fbucket}, f.n, CASE WHEN f.approved THEN f.n ELSE 0 END"
+    f" {_RETAINED.format(kind='verification')}) t GROUP BY bucket ORDER BY bucket"
 )
 _ATTEMPTS = _both(
-    "SELECT a.carrier AS carrier, a.status AS status, COUNT(*) AS n,"
-    " SUM(CASE WHEN a.position > 0 THEN 1 ELSE 0 END) AS failovers"
-    f" {_ATTEMPTS_FROM} WHERE a.at >= :since AND {_OWNER} GROUP BY 1, 2 ORDER BY 1, 2"
+    "SELECT carrier, status, SUM(n) AS n, SUM(failovers) AS failovers FROM ("
+    "SELECT a.carrier AS carrier, a.status AS status, 1 AS n,"
+    " CASE WHEN a.position > 0 THEN 1 ELSE 0 END AS failovers"
+    f" {_ATTEMPTS_FROM} WHERE a.at >= :since AND {_OWNER}"
+    " UNION ALL SELECT f.carrier, f.status, f.n, CASE WHEN f.failover THEN f.n ELSE 0 END"
+    f" {_RETAINED.format(kind='attempt')}) t GROUP BY 1, 2 ORDER BY 1, 2"
 )
+# Nearest-rank percentiles over weighted rows: a running sum of the weights, peers
+# included, reaches n * p at the same seconds as a row number over one row each.
 _RECEIPTS = _both(
-    "WITH d AS (SELECT a.carrier AS carrier, {seconds} AS s"
-    f" {_ATTEMPTS_FROM} WHERE a.status = 'delivered' AND a.at >= :since AND {_OWNER}),"
-    " r AS (SELECT carrier, s, ROW_NUMBER() OVER (PARTITION BY carrier ORDER BY s) AS rn,"
-    " COUNT(*) OVER (PARTITION BY carrier) AS n FROM d)"
+    "WITH d AS (SELECT a.carrier AS carrier, {seconds} AS s, 1 AS w"
+    f" {_ATTEMPTS_FROM} WHERE a.status = 'delivered' AND a.at >= :since AND {_OWNER}"
+    " UNION ALL SELECT f.carrier, f.seconds, f.n"
+    f" {_RETAINED.format(kind='attempt')} AND f.status = 'delivered'),"
+    " r AS (SELECT carrier, s, SUM(w) OVER (PARTITION BY carrier ORDER BY s) AS rn,"
+    " SUM(w) OVER (PARTITION BY carrier) AS n FROM d)"
     " SELECT carrier, MAX(n) AS n, MIN(CASE WHEN rn >= n * 0.5 THEN s END) AS p50,"
     " MIN(CASE WHEN rn >= n * 0.95 THEN s END) AS p95 FROM r GROUP BY carrier ORDER BY carrier"
 )
 _COUNTRIES = _both(
-    "SELECT v.country AS country, COUNT(*) AS created,"
-    " SUM(CASE WHEN v.approved_at IS NOT NULL THEN 1 ELSE 0 END) AS approved"
-    f" FROM verifications v WHERE v.created_at >= :since AND {_V} GROUP BY 1 ORDER BY 2 DESC"
+    "SELECT country, SUM(created) AS created, SUM(approved) AS approved FROM ("
+    "SELECT v.country AS country, 1 AS created,"
+    " CASE WHEN v.approved_at IS NOT NULL THEN 1 ELSE 0 END AS approved"
+    f" FROM verifications v WHERE v.created_at >= :since AND {_V}"
+    " UNION ALL SELECT f.country, f.n, CASE WHEN f.approved THEN f.n ELSE 0 END"
+    f" {_RETAINED.format(kind='verification')}) t GROUP BY 1 ORDER BY 2 DESC, 1"
 )
 _DELIVERY_BY_COUNTRY = _both(
-    "SELECT COALESCE(v.country, m.country) AS country, COUNT(*) AS attempts,"
-    " SUM(CASE WHEN a.status = 'delivered' THEN 1 ELSE 0 END) AS delivered"
-    f" {_ATTEMPTS_FROM} WHERE a.at >= :since AND {_OWNER} GROUP BY 1 ORDER BY 2 DESC"
+    "SELECT country, SUM(n) AS attempts, SUM(delivered) AS delivered FROM ("
+    "SELECT COALESCE(v.country, m.country) AS country, 1 AS n,"
+    " CASE WHEN a.status = 'delivered' THEN 1 ELSE 0 END AS delivered"
+    f" {_ATTEMPTS_FROM} WHERE a.at >= :since AND {_OWNER}"
+    " UNION ALL SELECT f.country, f.n, CASE WHEN f.status = 'delivered' THEN f.n ELSE 0 END"
+    f" {_RETAINED.format(kind='attempt')}) t GROUP BY 1 ORDER BY 2 DESC, 1"
 )
 _WEBHOOKS = _both(
-    "SELECT e.delivery_status AS outcome, COUNT(*) AS n FROM events e"
+    "SELECT outcome, SUM(n) AS n FROM (SELECT e.delivery_status AS outcome, 1 AS n FROM events e"
     f" WHERE e.created_at >= :since AND e.delivery_status <> 'none' AND {_E}"
-    " GROUP BY 1 ORDER BY 1"
+    " UNION ALL SELECT f.status, f.n"
+    f" {_RETAINED.format(kind='event')} AND f.status <> 'none') t GROUP BY 1 ORDER BY 1"
 )
 _WEBHOOK_ATTEMPTS = _both(
-    "SELECT CASE WHEN w.status_code BETWEEN 200 AND 299 THEN 'ok'"
-    " ELSE COALESCE(w.error, 'http_status') END AS outcome, COUNT(*) AS n"
+    f"SELECT outcome, SUM(n) AS n FROM (SELECT {WEBHOOK_OUTCOME} AS outcome, 1 AS n"
     f" FROM webhook_attempts w JOIN events e ON e.id = w.event_id WHERE w.at >= :since AND {_E}"
-    " GROUP BY 1 ORDER BY 1"
+    " UNION ALL SELECT f.status, f.n"
+    f" {_RETAINED.format(kind='webhook_attempt')}) t GROUP BY 1 ORDER BY 1"
 )
 _OLDEST_PENDING = Sql(
     "SELECT e.id AS id, e.created_at AS created_at FROM events e"

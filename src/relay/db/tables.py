@@ -8,6 +8,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -34,6 +35,9 @@ accounts = Table(
     Column("created_at", UtcDateTime, nullable=False),
     # Destination countries this account may send to (ISO 3166 codes); NULL means all.
     Column("allowed_countries", JSON),
+    # Seconds its verifications and messages are kept (migration 0021); NULL: the
+    # `delete_after` setting.
+    Column("delete_after", Integer),
 )
 
 api_keys = Table(
@@ -392,4 +396,32 @@ cache_generations = Table(
     metadata,
     Column("name", String(40), primary_key=True),
     Column("generation", BigInteger, nullable=False),
+)
+
+# The figures of deleted verifications, messages, attempts, events and webhook attempts
+# (migration 0021, relay.retention): counts `n` per minute and what the console's charts
+# and measured routing group by, never a destination. A prune adds rows and never
+# updates one; readers add them to the live rows. `kind`: verification | attempt |
+# event | webhook_attempt. `minute`: of the creation (of `at`, for attempts);
+# `final_minute`: of an attempt's last change; `status`: the row's status, an event's
+# delivery status, or a webhook attempt's outcome; `seconds`: to a delivered receipt.
+retained_figures = Table(
+    "retained_figures",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("kind", String(16), nullable=False),
+    Column("account_id", String(40), ForeignKey("accounts.id"), nullable=False),
+    Column("livemode", Boolean, nullable=False),
+    Column("minute", UtcDateTime, nullable=False),
+    Column("final_minute", UtcDateTime),
+    Column("country", String(2)),
+    Column("carrier", String(60)),
+    Column("status", String(24)),
+    Column("error_code", String(64)),
+    Column("of_verification", Boolean),
+    Column("failover", Boolean),
+    Column("approved", Boolean),
+    Column("seconds", Float),
+    Column("n", Integer, nullable=False),
+    Index("ix_retained_figures_minute", "kind", "minute"),
 )

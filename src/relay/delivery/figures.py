@@ -44,15 +44,32 @@ WHERE a.at >= :since AND a.at < :until AND a.updated_at < :until
     OR coalesce({code}, '') NOT IN (:canceled, :not_configured, :too_long))
 GROUP BY a.carrier, coalesce(v.country, m.country), a.status,
   CASE WHEN a.status = 'delivered' THEN {seconds} END
+UNION ALL
+SELECT f.carrier, f.country, f.status,
+  CASE WHEN f.status = 'delivered' THEN {retained_seconds} END, sum(f.n),
+  sum(CASE WHEN f.status = 'delivered' AND f.of_verification THEN f.n ELSE 0 END),
+  sum(CASE WHEN f.status = 'delivered' AND f.approved THEN f.n ELSE 0 END)
+FROM retained_figures f
+WHERE f.kind = 'attempt' AND f.minute >= :since AND f.minute < :until
+  AND f.final_minute < :until AND f.status IN ('delivered', 'failed') AND f.livemode = :live
+  AND (f.status = 'delivered'
+    OR coalesce(f.error_code, '') NOT IN (:canceled, :not_configured, :too_long))
+GROUP BY f.carrier, f.country, f.status,
+  CASE WHEN f.status = 'delivered' THEN {retained_seconds} END
 """
+# Figures of deleted attempts are kept per minute in `retained_figures` (relay.retention),
+# with the seconds this query's dialect computes: rounded here as a live row's are. The
+# window is whole minutes, so a retained row is in it exactly when its attempts were.
 FIGURES = Sql(
     _FIGURES.format(
         seconds="CAST(round((julianday(a.updated_at) - julianday(a.at)) * 86400) AS INTEGER)",
         code="json_extract(a.error, '$.code')",
+        retained_seconds="CAST(round(f.seconds) AS INTEGER)",
     ),
     postgres=_FIGURES.format(
         seconds="CAST(round(EXTRACT(EPOCH FROM a.updated_at - a.at)) AS integer)",
         code="a.error ->> 'code'",
+        retained_seconds="CAST(round(CAST(f.seconds AS numeric)) AS integer)",
     ),
 )
 

@@ -27,7 +27,10 @@ async def overview_page(console: Console, request: Request) -> Response:
     step, buckets = WINDOWS[window]
     view = view_of(session, request)
     now = console.services.clock.now()
-    since = now - timedelta(seconds=step * buckets)
+    # Windows end at the next whole minute: figures of deleted rows are kept per minute
+    # (relay.retention), and fall in the same bucket as the rows did.
+    ends = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    since = ends - timedelta(seconds=step * buckets)
     data = await console.services.db.read(
         lambda tx: store.overview(tx, view, since=since, step=step, buckets=buckets)
     )
