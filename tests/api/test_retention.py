@@ -101,10 +101,15 @@ async def _with_clock(server: RunningServer, use: Any) -> Any:
         await services.close()
 
 
+def installation(server: RunningServer) -> list[str]:
+    """The server's database and data directory, as a command on its machine names them."""
+    settings = server.settings
+    return ["--database-url", settings.resolved_database_url, "--data-dir", str(settings.data_dir)]
+
+
 def usage_printed(server: RunningServer, capsys: Any, account: NewAccount) -> list[Any]:
     capsys.readouterr()
-    url = server.settings.resolved_database_url
-    assert relay_main(["usage", "--database-url", url, "--account", account.id, "--json"]) == 0
+    assert relay_main(["usage", *installation(server), "--account", account.id, "--json"]) == 0
     return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
 
 
@@ -309,8 +314,7 @@ def verifications_of(server: RunningServer, account: NewAccount) -> int:
 def test_the_command_line_sets_and_clears_an_accounts_delete_after(
     server: RunningServer, account: NewAccount, capsys: Any
 ) -> None:
-    url = server.settings.resolved_database_url
-    update = ["accounts", "update", account.id, "--database-url", url]
+    update = ["accounts", "update", account.id, *installation(server)]
     assert relay_main([*update, "--delete-after", "30d"]) == 0
     assert "after: 30d" in capsys.readouterr().out
     assert stored_delete_after(server, account) == 30 * 86_400
@@ -324,8 +328,7 @@ def test_live_mode_refuses_an_accounts_delete_after_under_an_hour(
     server: RunningServer, account: NewAccount, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("RELAY_MODE", "live")
-    url = server.settings.resolved_database_url
-    update = ["accounts", "update", account.id, "--database-url", url, "--delete-after"]
+    update = ["accounts", "update", account.id, *installation(server), "--delete-after"]
     assert relay_main([*update, "59m"]) == 2
     assert "under an hour is refused in live mode" in capsys.readouterr().err
     assert stored_delete_after(server, account) is None

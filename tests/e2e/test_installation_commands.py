@@ -126,6 +126,7 @@ def test_accounts_list_and_show_tell_what_an_installation_holds(tmp_path: Path) 
     )
     assert saved.returncode == 0, saved.stderr
     relay("accounts", "update", created["id"], "--allow-countries", "FR,US", *data)
+    relay("accounts", "update", created["id"], "--delete-after", "30d", *data)
 
     listed = [
         json.loads(line) for line in relay("accounts", "list", "--json", *data).stdout.splitlines()
@@ -152,6 +153,7 @@ def test_accounts_list_and_show_tell_what_an_installation_holds(tmp_path: Path) 
         ("sms", "fr", True)
     ]
     assert shown["limits"]["max_sends"] == 5
+    assert (shown["delete_after"], shown["kept_for"]) == (30 * 86_400, "30d")
     everything = json.dumps(shown)
     for secret in (created["test_key"], created["live_key"], created["test_webhook_secret"]):
         assert secret not in everything

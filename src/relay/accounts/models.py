@@ -154,6 +154,8 @@ class AccountRecord:
     created_at: datetime
     # ISO 3166 codes it may send to; None means all.
     allowed_countries: tuple[str, ...] | None
+    # Seconds its verifications and messages are kept; None follows `delete_after`.
+    delete_after: int | None = None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ _INSERT_ACCOUNT = Sql(
 _ACCOUNT_EXISTS = Sql("SELECT id FROM accounts WHERE id = :id")
 _ACCOUNT_BRAND = Sql("SELECT brand FROM accounts WHERE id = :id")
 _ACCOUNT_WORDS = Sql("SELECT brand, webotp_domain FROM accounts WHERE id = :id")
-_ACCOUNT_COLUMNS = "id, name, brand, webotp_domain, created_at, allowed_countries"
+_ACCOUNT_COLUMNS = "id, name, brand, webotp_domain, created_at, allowed_countries, delete_after"
 _ACCOUNTS = Sql(f"SELECT {_ACCOUNT_COLUMNS} FROM accounts ORDER BY id")
 _ACCOUNT = Sql(f"SELECT {_ACCOUNT_COLUMNS} FROM accounts WHERE id = :id")
 _WEBHOOK_SECRET_AGES = Sql(
@@ -107,6 +107,7 @@ def _account(row: Row) -> AccountRecord:
         webotp_domain=row["webotp_domain"],
         created_at=moment(row["created_at"]),
         allowed_countries=None if countries is None else tuple(countries),
+        delete_after=None if row["delete_after"] is None else int(row["delete_after"]),
     )
 
 

@@ -13,6 +13,7 @@ from relay.accounts.models import AccountRecord
 from relay.accounts.overview import AccountOverview, list_accounts, overview
 from relay.cli.keys import describe, key_document
 from relay.clock import isoformat
+from relay.durations import shown
 from relay.services import Services
 
 Common = Callable[[argparse.ArgumentParser], None]
@@ -52,6 +53,7 @@ def account_document(account: AccountRecord) -> dict[str, Any]:
         "webotp_domain": account.webotp_domain,
         "created_at": isoformat(account.created_at),
         "allowed_countries": None if countries is None else list(countries),
+        "delete_after": account.delete_after,
     }
 
 
@@ -81,6 +83,11 @@ def overview_document(found: AccountOverview, services: Services, now: datetime)
             for text in found.texts
         ],
         # The server's settings apply to every account alike; shown where they bind it.
+        "kept_for": shown(
+            settings.delete_after
+            if found.account.delete_after is None
+            else found.account.delete_after
+        ),
         "limits": {
             "rate_limit": settings.rate_limit,
             "rate_limit_burst": settings.rate_limit_burst,
@@ -109,6 +116,8 @@ def _text(found: AccountOverview, document: dict[str, Any]) -> str:
         f"{'webotp domain':16} {document['webotp_domain'] or '-'}",
         f"{'created':16} {document['created_at']}",
         f"{'countries':16} {'all' if countries is None else ','.join(countries)}",
+        f"{'kept for':16} {document['kept_for']}"
+        + (" (the delete_after setting)" if document["delete_after"] is None else " (its own)"),
         "keys:",
         *(f"  {describe(key)}" for key in found.keys),
         "webhook secrets:",
