@@ -20,11 +20,14 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import orjson
 
 from relay.clock import SecondTexts
+
+if TYPE_CHECKING:
+    from relay.db.sums import HeldSums
 
 Dialect = Literal["sqlite", "postgresql"]
 Params = Mapping[str, Any]
@@ -132,6 +135,18 @@ class Tx(Protocol):
 
     async def fetchrow(self, statement: Sql, params: Params | None = None) -> Row | None: ...
 
+    async def add_up(
+        self, statement: Sql, rows: Sequence[dict[str, Any]], counts: tuple[str, ...]
+    ) -> None:
+        """Upserts that add `counts` to rows (`relay.db.sums`): a writer holds them, summed
+        with the batch's others for the same row, until the batch's end. The rows are
+        taken over (summed into)."""
+        ...
+
+    def held(self, statement: Sql) -> list[dict[str, Any]]:
+        """The rows `add_up` holds for `statement`, not yet written: each its sum so far."""
+        ...
+
 
 @dataclass
 class Notices:
@@ -155,6 +170,28 @@ class Channels:
     def __init__(self, trace: Trace | None = None) -> None:
         self.notified = Notices()
         self.trace = trace
+        # A writer's additions held until its batch's end; None: written at once.
+        self.sums: HeldSums | None = None
+
+    async def executemany(self, statement: Sql, rows: Sequence[Params]) -> None:
+        raise NotImplementedError
+
+    async def add_up(
+        self, statement: Sql, rows: Sequence[dict[str, Any]], counts: tuple[str, ...]
+    ) -> None:
+        if self.sums is None:
+            await self.executemany(statement, rows)
+        else:
+            self.sums.add(statement, rows, counts)
+
+    def held(self, statement: Sql) -> list[dict[str, Any]]:
+        return [] if self.sums is None else self.sums.held(statement)
+
+    async def write_held(self) -> None:
+        """Write what `add_up` held (before COMMIT)."""
+        if self.sums is not None:
+            for statement, rows in self.sums.take():
+                await self.executemany(statement, rows)
 
     def traced(self, statement: Sql, params: Params | None) -> Sql:
         """Tell the tracer, if any, that `statement` runs."""

@@ -33,6 +33,7 @@ from relay.db.sql import (
     Sql,
     Trace,
 )
+from relay.db.sums import HeldSums
 from relay.private_files import create_private
 
 BUSY_TIMEOUT_MS = 30_000
@@ -159,6 +160,7 @@ class SqliteSession:
     def __init__(self, connection: sqlite3.Connection, checkpointer: Checkpointer) -> None:
         self.connection = connection
         self.tx = SqliteTx(connection)
+        self.tx.sums = self._sums = HeldSums()
         self._checkpointer = checkpointer
 
     def take_notified(self) -> Notices:
@@ -182,15 +184,21 @@ class SqliteSession:
 
     async def release(self) -> None:
         self._run("RELEASE unit")
+        self._sums.keep_unit()
 
     async def rollback_to_savepoint(self) -> None:
+        self._sums.drop_unit()
         self._run("ROLLBACK TO unit")
         self._run("RELEASE unit")
+
+    async def settle(self) -> None:
+        await self.tx.write_held()
 
     async def commit(self) -> None:
         self._run("COMMIT")
 
     async def rollback(self) -> None:
+        self._sums.drop()
         if self.connection.in_transaction:
             self._run("ROLLBACK")
 
