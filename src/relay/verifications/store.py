@@ -15,7 +15,7 @@ from relay.abuse.store import add_failed_check, failed_check_bucket, failed_chec
 from relay.accounts.models import Scope
 from relay.accounts.template_store import has_templates
 from relay.carriers.base import CHANNELS, Channel
-from relay.db.sql import Row, Sql, Tx, document, flag, moment, moment_or_none
+from relay.db.sql import Row, Sql, Tx, document, flag, json_text, moment, moment_or_none
 from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS, joined_attempts
 from relay.delivery.owners import Sendable
 from relay.errors import ResourceMissing
@@ -254,7 +254,7 @@ async def insert_verification(tx: Tx, scope: Scope, new: NewVerification, now: d
             "code_length": new.code_length,
             "code_mac": new.code_mac,
             "sealed_code": new.sealed_code,
-            "metadata": new.metadata,
+            "metadata": json_text(new.metadata),
             "webhook_url": new.webhook_url,
             "now": now,
             "expires_at": new.expires_at,
