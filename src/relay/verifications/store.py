@@ -114,22 +114,26 @@ _WITH_ATTEMPTS = (
     f"SELECT {PUBLIC_OF_V}, {JOINED_ATTEMPT_COLUMNS} FROM verifications v"
     " LEFT OUTER JOIN attempts a ON a.verification_id = v.id WHERE {where} ORDER BY a.id"
 )
+SCOPE_OF_V = "v.account_id = :scope_account AND v.livemode = :scope_livemode"
+# The same on SQLite, kept from the indexes (`+`): with `v.id = ...` SQLite then finds
+# the verification by its primary key, one row, and reads its attempts in their index's
+# order; by the scope's index it could not tell one row comes back, and sorted them.
+SCOPE_BY_KEY = "+v.account_id = :scope_account AND +v.livemode = :scope_livemode"
 _LOAD = Sql(
-    _WITH_ATTEMPTS.format(
-        where="v.account_id = :scope_account AND v.livemode = :scope_livemode"
-        " AND v.id = :verification_id"
-    ),
+    _WITH_ATTEMPTS.format(where=f"{SCOPE_BY_KEY} AND v.id = :verification_id"),
+    postgres=_WITH_ATTEMPTS.format(where=f"{SCOPE_OF_V} AND v.id = :verification_id"),
     wide=True,
 )
 # Without a scope: the delivery layer's load, once per event it records.
 _LOAD_ANY = Sql(_WITH_ATTEMPTS.format(where="v.id = :verification_id"), wide=True)
 # A resend's one read: the verification, its attempts and its sealed code.
-_LOAD_SEALED = Sql(
+_SEALED = (
     f"SELECT {PUBLIC_OF_V}, v.sealed_code, {JOINED_ATTEMPT_COLUMNS} FROM verifications v"
     " LEFT OUTER JOIN attempts a ON a.verification_id = v.id"
-    " WHERE v.account_id = :scope_account AND v.livemode = :scope_livemode"
-    " AND v.id = :verification_id ORDER BY a.id",
-    wide=True,
+    " WHERE {scope} AND v.id = :verification_id ORDER BY a.id"
+)
+_LOAD_SEALED = Sql(
+    _SEALED.format(scope=SCOPE_BY_KEY), postgres=_SEALED.format(scope=SCOPE_OF_V), wide=True
 )
 _INSERT_VERIFICATION = Sql(
     "INSERT INTO verifications (id, account_id, livemode, to_number, country, sender, locale,"
