@@ -82,6 +82,7 @@ class Sql:
     """One statement, rendered for each driver when it is declared."""
 
     __slots__ = (
+        "columns",
         "converted",
         "names",
         "postgres",
@@ -107,6 +108,8 @@ class Sql:
         # find a name by comparing it with every column before it, so SQLite hands each
         # of these over as a dict (read by name only, as written in the statement).
         self.wide = wide
+        # A wide statement's column names, as SQLite first named them (`relay.db.sqlite`).
+        self.columns: list[str] | None = None
 
     def __repr__(self) -> str:
         return f"Sql({self.text!r})"

@@ -134,7 +134,7 @@ class SqliteTx(Channels):
             rows: list[Row] = cursor.fetchall()
         except _TRANSLATED as error:
             raise _translation(error) from error
-        return _by_name(rows) if statement.wide and rows else rows
+        return _by_name(statement, rows) if statement.wide and rows else rows
 
     async def fetchrow(self, statement: Sql, params: Params | None = None) -> Row | None:
         args = self.bound(statement, params)
@@ -145,13 +145,17 @@ class SqliteTx(Channels):
             cursor.fetchall()
         except _TRANSLATED as error:
             raise _translation(error) from error
-        return _by_name([row])[0] if statement.wide and row is not None else row
+        return _by_name(statement, [row])[0] if statement.wide and row is not None else row
 
 
-def _by_name(rows: list[Any]) -> list[Row]:
-    """sqlite3's rows as dicts by column name (see `Sql.wide`)."""
-    names = rows[0].keys()
-    return [dict(zip(names, row, strict=True)) for row in rows]
+def _by_name(statement: Sql, rows: list[Any]) -> list[Row]:
+    """sqlite3's rows as dicts by column name (see `Sql.wide`): a statement's names are
+    the same on every run, and as many as its rows' columns."""
+    names = statement.columns
+    if names is None:
+        names = statement.columns = rows[0].keys()
+    # No `strict=`: a keyword costs zip a dict per row, and the lengths agree (above).
+    return [dict(zip(names, row)) for row in rows]  # noqa: B905
 
 
 class SqliteSession:
