@@ -103,11 +103,15 @@ class SqliteTx(Channels):
     def __init__(self, connection: sqlite3.Connection, trace: Trace | None = None) -> None:
         super().__init__(trace)
         self.connection = connection
+        # One cursor for every statement: `connection.execute` makes a cursor each time
+        # (and registers it with the connection). Each method reads its statement's rows
+        # out before it returns, with no await in between, so none is left half-read.
+        self.cursor = connection.cursor()
 
     async def execute(self, statement: Sql, params: Params | None = None) -> int:
         args = self.bound(statement, params)
         try:
-            cursor = self.connection.execute(statement.sqlite, args)
+            cursor = self.cursor.execute(statement.sqlite, args)
         except _TRANSLATED as error:
             raise _translation(error) from error
         return cursor.rowcount
@@ -117,21 +121,20 @@ class SqliteTx(Channels):
             # sqlite3's executemany walks an iterator of rows: for one row, execute's cheaper.
             args = self.bound(statement, rows[0])
             try:
-                self.connection.execute(statement.sqlite, args)
+                self.cursor.execute(statement.sqlite, args)
             except _TRANSLATED as error:
                 raise _translation(error) from error
             return
         many = self.bound_rows(statement, rows)
         try:
-            self.connection.executemany(statement.sqlite, many)
+            self.cursor.executemany(statement.sqlite, many)
         except _TRANSLATED as error:
             raise _translation(error) from error
 
     async def fetch(self, statement: Sql, params: Params | None = None) -> list[Row]:
         args = self.bound(statement, params)
         try:
-            cursor = self.connection.execute(statement.sqlite, args)
-            rows: list[Row] = cursor.fetchall()
+            rows: list[Row] = self.cursor.execute(statement.sqlite, args).fetchall()
         except _TRANSLATED as error:
             raise _translation(error) from error
         return _by_name(statement, rows) if statement.wide and rows else rows
@@ -139,7 +142,7 @@ class SqliteTx(Channels):
     async def fetchrow(self, statement: Sql, params: Params | None = None) -> Row | None:
         args = self.bound(statement, params)
         try:
-            cursor = self.connection.execute(statement.sqlite, args)
+            cursor = self.cursor.execute(statement.sqlite, args)
             row: Row | None = cursor.fetchone()
             # A RETURNING statement finishes only when its rows are read out.
             cursor.fetchall()
@@ -172,7 +175,7 @@ class SqliteSession:
 
     def _run(self, sql: str) -> None:
         try:
-            self.connection.execute(sql)
+            self.tx.cursor.execute(sql)
         except _TRANSLATED as error:
             raise _translation(error) from error
 
