@@ -17,9 +17,9 @@ from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS
 from relay.phone import Destination
 from relay.records import fast_init
 from relay.verifications.models import Verification
-from relay.verifications.store import PUBLIC_OF_V, SCOPE_BY_KEY, SCOPE_OF_V, joined
+from relay.verifications.store import IN_SCOPE_OF_V, SCOPE_BY_KEY, SCOPE_OF_V, joined
 
-_READ = f"{PUBLIC_OF_V}, v.code_mac, {{failed}} AS failed_checks, {JOINED_ATTEMPT_COLUMNS}"
+_READ = f"{IN_SCOPE_OF_V}, v.code_mac, {{failed}} AS failed_checks, {JOINED_ATTEMPT_COLUMNS}"
 _FOR_CHECK = (
     f"SELECT {_READ.format(failed=failed_checks_of('v.to_number'))} FROM verifications v"
     " LEFT OUTER JOIN attempts a ON a.verification_id = v.id"
@@ -76,11 +76,11 @@ async def check_material(
         rows = await tx.fetch(_FOR_CHECK_BY_ID, {**params, "verification_id": verification_id})
     else:
         rows = await tx.fetch(_FOR_CHECK_BY_NUMBER, {**params, "to": to})
-    return _material(rows)
+    return _material(rows, scope)
 
 
-def _material(rows: list[Row]) -> CheckMaterial | None:
-    verification = joined(rows)
+def _material(rows: list[Row], scope: Scope) -> CheckMaterial | None:
+    verification = joined(rows, scope)
     if verification is None:
         return None
     first = rows[0]
