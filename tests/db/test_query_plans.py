@@ -84,6 +84,22 @@ def test_a_check_reads_its_verification_and_the_numbers_wrong_codes_by_index(url
         assert "SCAN" not in found, found
 
 
+def test_a_verification_is_read_by_its_key_with_its_attempts_in_their_indexs_order(
+    url: Path,
+) -> None:
+    """One row by the primary key, so no sort of the attempts it joins."""
+    for statement in (
+        check_store._FOR_CHECK_BY_ID,
+        check_store._FOR_CHECK_BY_NUMBER,
+        verification_store._LOAD,
+        verification_store._LOAD_SEALED,
+    ):
+        found = plan(url, statement)
+        assert "SEARCH v USING INDEX sqlite_autoindex_verifications_1 (id=?)" in found, found
+        assert "ix_attempts_verification (verification_id=?)" in found, found
+        assert "TEMP B-TREE" not in found, found
+
+
 def test_measured_routes_read_only_the_hour_of_attempts_and_their_owners_by_key(
     url: Path,
 ) -> None:

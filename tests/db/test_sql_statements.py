@@ -67,8 +67,27 @@ def test_values_come_in_the_drivers_order_each_in_the_drivers_form(dialect: Dial
     params |= {"raw": b"\x00", "unused": object()}
     expected = ("x", 1, bind(at, dialect), '{"k":[1]}', None, True, b"\x00")
     assert values(statement, params, dialect) == expected
-    assert values(Sql("SELECT :only"), {"only": at}, dialect) == (bind(at, dialect),)
     assert values(Sql("SELECT 1"), None, dialect) == ()
+
+
+def test_sqlite_is_handed_a_statement_of_bools_bytes_and_datetimes_as_taken() -> None:
+    # sqlite3's adapters, registered by `relay.db.sql`, make the driver's form of each.
+    at = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    params = {"at": at, "flag": True, "raw": b"\x00", "n": 1}
+    assert values(Sql("SELECT :at, :flag, :raw, :n"), params, "sqlite") == (at, True, b"\x00", 1)
+
+
+def test_sqlite_stores_a_datetime_as_the_text_bind_makes_and_refuses_a_naive_one() -> None:
+    paris = timezone(timedelta(hours=1))
+    at = datetime(2026, 3, 1, 13, 0, 0, 5, tzinfo=paris)
+    statement = Sql("SELECT typeof(:at), :at")
+    with closing(connect(":memory:")) as connection:
+        args = values(statement, {"at": at}, "sqlite")
+        row = tuple(connection.execute(statement.sqlite, args).fetchone())
+        assert row == ("text", "2026-03-01 12:00:00.000005")
+        naive = values(statement, {"at": datetime(2026, 1, 1)}, "sqlite")
+        with pytest.raises(ValueError, match="naive"):
+            connection.execute(statement.sqlite, naive)
 
 
 def test_sqlite_stores_a_bool_bytes_and_none_as_an_integer_a_blob_and_null() -> None:

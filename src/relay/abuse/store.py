@@ -34,6 +34,8 @@ _BUMP = Sql(
     " approvals = abuse_counters.approvals + excluded.approvals,"
     " failed_checks = abuse_counters.failed_checks + excluded.failed_checks"
 )
+# What `_BUMP` adds to a row.
+_ADDED = ("sends", "approvals", "failed_checks")
 _WINDOW = Sql(
     f"SELECT {_COUNTS} FROM abuse_counters"
     f" WHERE {_SCOPE} AND kind = :kind AND subject = :subject AND bucket >= :since"
@@ -104,6 +106,7 @@ _BLOCK_KEYS = [(f"block_kind_{i}", f"block_subject_{i}") for i in range(_BLOCKS)
 _NO_SENDS = Totals()
 # An enum's `.value` is a Python property.
 _KIND_TEXT = {kind: kind.value for kind in Kind}
+_STEP = {kind: step_of(kind) for kind in Kind}
 _BEFORE_SEND = Sql(" UNION ALL ".join(_SEND_PARTS))
 _BEFORE_SEND_WITH_TEXTS = Sql(" UNION ALL ".join([*_SEND_PARTS, _TEXT_PART]))
 
@@ -164,31 +167,6 @@ Window = tuple[Kind, str, datetime]
 
 def _scope(scope: Scope) -> dict[str, Any]:
     return {"scope_account": scope.account_id, "scope_livemode": scope.livemode}
-
-
-def _counter(
-    scope: Scope,
-    kind: Kind,
-    subject: str,
-    *,
-    bucket: datetime,
-    shard: int,
-    sends: int,
-    approvals: int,
-    failed_checks: int,
-) -> dict[str, Any]:
-    return {
-        "account_id": scope.account_id,
-        "livemode": scope.livemode,
-        "kind": _KIND_TEXT[kind],
-        "subject": subject,
-        "bucket": bucket,
-        # A number's row is its own; only rows every send shares are split.
-        "shard": 0 if kind is Kind.NUMBER else shard,
-        "sends": sends,
-        "approvals": approvals,
-        "failed_checks": failed_checks,
-    }
 
 
 def _bucket(row: Row) -> Bucket:
@@ -273,7 +251,54 @@ async def before_send(
                     expires_at=moment(row["until"]),
                 )
             )
+    held = tx.held(_BUMP)
+    if held:
+        _add_held(found.counters, held, scope, windows)
     return found
+
+
+def _add_held(
+    counters: dict[tuple[Kind, str], Totals],
+    held: list[dict[str, Any]],
+    scope: Scope,
+    windows: Sequence[Window],
+) -> None:
+    """Add to each window what the writer holds for it (`Tx.held`): the counts of this
+    batch's earlier units, not yet written."""
+    at = {(_KIND_TEXT[kind], subject): (kind, subject, since) for kind, subject, since in windows}
+    for row in held:
+        window = at.get((row["kind"], row["subject"]))
+        if (
+            window is None
+            or row["bucket"] < window[2]
+            or row["account_id"] != scope.account_id
+            or row["livemode"] != scope.livemode
+        ):
+            continue
+        kind, subject, _ = window
+        read = counters[(kind, subject)]
+        counters[(kind, subject)] = Totals(
+            read.sends + row["sends"],
+            read.approvals + row["approvals"],
+            read.failed_checks + row["failed_checks"],
+        )
+
+
+def _held_of(
+    held: list[dict[str, Any]], scope: Scope, kind: Kind, subject: str, since: datetime
+) -> list[dict[str, Any]]:
+    """The rows of one window among those the writer holds (`Tx.held`): the counts of
+    this batch's earlier units, not yet written."""
+    text = _KIND_TEXT[kind]
+    return [
+        row
+        for row in held
+        if row["subject"] == subject
+        and row["kind"] == text
+        and row["bucket"] >= since
+        and row["account_id"] == scope.account_id
+        and row["livemode"] == scope.livemode
+    ]
 
 
 async def bump_many(
@@ -288,21 +313,27 @@ async def bump_many(
     # Shards spread PostgreSQL's row locks; SQLite has one writer and no row locks,
     # so there a shard only multiplies the rows every window adds up.
     shard = random.randrange(SHARDS) if tx.dialect == "postgresql" else 0
-    await tx.executemany(
+    # Held by the writer to its batch's end, summed with the batch's other units' (the
+    # same few shared rows): `relay.db.sums`.
+    account, livemode = scope.account_id, scope.livemode
+    await tx.add_up(
         _BUMP,
         [
-            _counter(
-                scope,
-                kind,
-                subject,
-                bucket=bucket_of(at, step_of(kind)),
-                shard=shard,
-                sends=sends,
-                approvals=approvals,
-                failed_checks=failed_checks,
-            )
+            {
+                "account_id": account,
+                "livemode": livemode,
+                "kind": _KIND_TEXT[kind],
+                "subject": subject,
+                "bucket": bucket_of(at, _STEP[kind]),
+                # A number's row is its own; only rows every send shares are split.
+                "shard": 0 if kind is Kind.NUMBER else shard,
+                "sends": sends,
+                "approvals": approvals,
+                "failed_checks": failed_checks,
+            }
             for kind, subject, sends, approvals, failed_checks in rows
         ],
+        _ADDED,
     )
 
 
@@ -320,7 +351,12 @@ async def window(
     tx: Tx, scope: Scope, kind: Kind, subject: str, *, since: datetime
 ) -> list[Bucket]:
     params = {**_scope(scope), "kind": kind.value, "subject": subject, "since": since}
-    return [_bucket(row) for row in await tx.fetch(_WINDOW, params)]
+    buckets = [_bucket(row) for row in await tx.fetch(_WINDOW, params)]
+    held = tx.held(_BUMP)
+    mine = _held_of(held, scope, kind, subject, since) if held else []
+    for row in mine:
+        buckets.append(Bucket(row["bucket"], row["sends"], row["approvals"], row["failed_checks"]))
+    return buckets
 
 
 async def block(

@@ -56,6 +56,10 @@ class Session(Protocol):
 
     async def rollback_to_savepoint(self) -> None: ...
 
+    async def settle(self) -> None:
+        """Write what the units held to the transaction's end (`relay.db.sums`)."""
+        ...
+
     async def commit(self) -> None: ...
 
     async def rollback(self) -> None: ...
@@ -174,6 +178,8 @@ async def _run_batch(session: Session, batch: list[_Queued]) -> tuple[list[Outco
         if outcome[0]:
             notices |= notified
         outcomes.append(outcome)
+    # Failing, it fails the batch, as a failed COMMIT does.
+    await session.settle()
     await session.commit()
     return outcomes, notices
 
@@ -182,6 +188,8 @@ async def _alone(session: Session, unit: Unit[Any]) -> Outcome:
     for tries_left in reversed(range(RETRIES)):
         try:
             value = await unit(session.tx)
+            # Inside the unit's `try`: a deadlock there runs the unit again.
+            await session.settle()
         except MustRetry as error:
             await session.rollback()
             session.take_notified()

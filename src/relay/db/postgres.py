@@ -32,6 +32,7 @@ from relay.db.sql import (
     Sql,
     Trace,
 )
+from relay.db.sums import HeldSums
 
 # A transaction per unit, over a few writers. Batching many units into one
 # transaction, as on SQLite, held every batch's row locks for the whole batch:
@@ -128,6 +129,7 @@ class PostgresSession:
         self._dsn = dsn
         self._connection: Any = None
         self.tx = PostgresTx(None)
+        self.tx.sums = self._sums = HeldSums()
 
     def take_notified(self) -> Notices:
         return self.tx.take_notified()
@@ -148,15 +150,21 @@ class PostgresSession:
 
     async def release(self) -> None:
         await self._run("RELEASE SAVEPOINT unit")
+        self._sums.keep_unit()
 
     async def rollback_to_savepoint(self) -> None:
+        self._sums.drop_unit()
         await self._run("ROLLBACK TO SAVEPOINT unit")
         await self._run("RELEASE SAVEPOINT unit")
+
+    async def settle(self) -> None:
+        await self.tx.write_held()
 
     async def commit(self) -> None:
         await self._run("COMMIT")
 
     async def rollback(self) -> None:
+        self._sums.drop()
         connection = self._connection
         if connection is not None and not connection.is_closed() and connection.is_in_transaction():
             await self._run("ROLLBACK")

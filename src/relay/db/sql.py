@@ -8,7 +8,8 @@ carries a text of its own for PostgreSQL.
 
 Values cross the edge in one shape on both databases: aware UTC datetimes,
 bools, dicts and lists (JSON), bytes, str, int. `bind` makes the driver's form
-of a value and `moment`, `document` and `flag` read a column back.
+of a value and `moment`, `document` and `flag` (`relay.db.columns`) read a column
+back.
 """
 
 from __future__ import annotations
@@ -17,14 +18,22 @@ import functools
 import json
 import operator
 import re
+import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import orjson
 
 from relay.clock import SecondTexts
+from relay.db.columns import document as document
+from relay.db.columns import flag as flag
+from relay.db.columns import moment as moment
+from relay.db.columns import moment_or_none as moment_or_none
+
+if TYPE_CHECKING:
+    from relay.db.sums import HeldSums
 
 Dialect = Literal["sqlite", "postgresql"]
 Params = Mapping[str, Any]
@@ -73,6 +82,7 @@ class Sql:
     """One statement, rendered for each driver when it is declared."""
 
     __slots__ = (
+        "columns",
         "converted",
         "names",
         "postgres",
@@ -98,6 +108,8 @@ class Sql:
         # find a name by comparing it with every column before it, so SQLite hands each
         # of these over as a dict (read by name only, as written in the statement).
         self.wide = wide
+        # A wide statement's column names, as SQLite first named them (`relay.db.sqlite`).
+        self.columns: list[str] | None = None
 
     def __repr__(self) -> str:
         return f"Sql({self.text!r})"
@@ -132,6 +144,18 @@ class Tx(Protocol):
 
     async def fetchrow(self, statement: Sql, params: Params | None = None) -> Row | None: ...
 
+    async def add_up(
+        self, statement: Sql, rows: Sequence[dict[str, Any]], counts: tuple[str, ...]
+    ) -> None:
+        """Upserts that add `counts` to rows (`relay.db.sums`): a writer holds them, summed
+        with the batch's others for the same row, until the batch's end. The rows are
+        taken over (summed into)."""
+        ...
+
+    def held(self, statement: Sql) -> list[dict[str, Any]]:
+        """The rows `add_up` holds for `statement`, not yet written: each its sum so far."""
+        ...
+
 
 @dataclass
 class Notices:
@@ -155,6 +179,28 @@ class Channels:
     def __init__(self, trace: Trace | None = None) -> None:
         self.notified = Notices()
         self.trace = trace
+        # A writer's additions held until its batch's end; None: written at once.
+        self.sums: HeldSums | None = None
+
+    async def executemany(self, statement: Sql, rows: Sequence[Params]) -> None:
+        raise NotImplementedError
+
+    async def add_up(
+        self, statement: Sql, rows: Sequence[dict[str, Any]], counts: tuple[str, ...]
+    ) -> None:
+        if self.sums is None:
+            await self.executemany(statement, rows)
+        else:
+            self.sums.add(statement, rows, counts)
+
+    def held(self, statement: Sql) -> list[dict[str, Any]]:
+        return [] if self.sums is None else self.sums.held(statement)
+
+    async def write_held(self) -> None:
+        """Write what `add_up` held (before COMMIT)."""
+        if self.sums is not None:
+            for statement, rows in self.sums.take():
+                await self.executemany(statement, rows)
 
     def traced(self, statement: Sql, params: Params | None) -> Sql:
         """Tell the tracer, if any, that `statement` runs."""
@@ -189,6 +235,10 @@ _AS_IS = frozenset({str, int, bool, bytes, float, type(None)})
 # What sqlite3 binds without asking its adapter registry first: a bool, bytes or None
 # goes through that registry's lookups, several times the bind's own cost.
 _SQLITE_AS_IS = frozenset({str, int, float, bytearray, type(None)})
+# What sqlite3 binds by an adapter registered below, found at the registry's first
+# look-up: a statement whose values are all of these or the above is handed over as
+# taken, without a Python pass over its values.
+_SQLITE_ADAPTED = _SQLITE_AS_IS | {bool, bytes, datetime}
 
 
 def bind(value: Any, dialect: Dialect) -> Any:
@@ -207,15 +257,17 @@ def bind(value: Any, dialect: Dialect) -> Any:
             raise ValueError("naive datetimes are not stored")
         return value if dialect == "postgresql" else _sqlite_text(value)
     if isinstance(value, dict | list):
-        return _json_text(value)
+        return json_text(value)
     return value
 
 
-def _json_text(value: dict[Any, Any] | list[Any]) -> str:
-    """The value as JSON text, by orjson (a seventh of `json.dumps`' cost). What orjson
-    refuses or would write otherwise is `json.dumps`' to write or refuse, as before: a
-    key that is not a string, an integer past 64 bits, a datetime, a dataclass, and a
-    NaN or infinity (null to orjson, so any text with a null)."""
+def json_text(value: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> str:
+    """The value as JSON text, as `bind` writes a JSON column's (a store that binds this
+    text spares its statement a pass in Python over its values), by orjson (a seventh
+    of `json.dumps`' cost). What orjson refuses or would write otherwise is
+    `json.dumps`' to write or refuse, as before: a key that is not a string, an integer
+    past 64 bits, a datetime, a dataclass, and a NaN or infinity (null to orjson, so any
+    text with a null)."""
     try:
         text = orjson.dumps(value, option=_STRICT).decode()
     except TypeError:  # orjson.JSONEncodeError is one
@@ -235,6 +287,8 @@ def _sqlite_text(value: datetime) -> str:
     missing the cache: the text up to the second is kept per second, and only the
     microseconds are written for each (a datetime's `isoformat` costs three times it)."""
     if value.tzinfo is not UTC:
+        if value.tzinfo is None:
+            raise ValueError("naive datetimes are not stored")
         value = value.astimezone(UTC)
     return f"{_SPACE_SECONDS.text(value)}.{value.microsecond:06d}"
 
@@ -242,12 +296,22 @@ def _sqlite_text(value: datetime) -> str:
 # "YYYY-MM-DD HH:MM:SS": a process binds a few moments each second.
 _SPACE_SECONDS = SecondTexts(" ")
 
+# sqlite3's adapters for the process (its registry is process-wide), each a C call on
+# the way: a bool as its integer, bytes as a BLOB (as sqlite3 binds them after its
+# look-ups fail), a datetime as `_sqlite_text` writes it (not sqlite3's own default
+# adapter's ISO text with an offset; a naive one is refused).
+sqlite3.register_adapter(bool, int)
+sqlite3.register_adapter(bytes, bytearray)
+sqlite3.register_adapter(datetime, _sqlite_text)
+
 
 def values(statement: Sql, params: Params | None, dialect: Dialect) -> tuple[Any, ...]:
     if dialect == "sqlite":
-        names, take, as_is = statement.names, statement.take_sqlite, _SQLITE_AS_IS
+        names, take, handed = statement.names, statement.take_sqlite, _SQLITE_ADAPTED
+        as_is = _SQLITE_AS_IS
     else:
-        names, take, as_is = statement.postgres_names, statement.take_postgres, _AS_IS
+        names, take, handed = statement.postgres_names, statement.take_postgres, _AS_IS
+        as_is = _AS_IS
     if not names:
         return ()
     if params is None:
@@ -257,7 +321,7 @@ def values(statement: Sql, params: Params | None, dialect: Dialect) -> tuple[Any
     # are checked in one set operation while they all have been; a statement that has
     # bound another (a datetime, a document) maps each value that is not.
     if dialect not in statement.converted:
-        if as_is.issuperset(map(type, taken)):
+        if handed.issuperset(map(type, taken)):
             return taken
         statement.converted.add(dialect)
     if dialect == "sqlite":
@@ -284,69 +348,3 @@ def _taker(names: tuple[str, ...]) -> Take:
         return lambda params: (params[name],)
     # itemgetter of no names would take nothing; `values` never calls it then.
     return operator.itemgetter(*names) if names else lambda params: ()
-
-
-def moment(value: Any) -> datetime:
-    """A datetime column, aware UTC on either database."""
-    if isinstance(value, str):
-        # SQLite's text is UTC without an offset: read with one, as one C call (a
-        # `replace(tzinfo=...)` afterwards costs four times the parse, on every column).
-        try:
-            found = datetime.fromisoformat(value + "+00:00")
-        except ValueError:  # a text with an offset of its own
-            found = None
-        if found is not None and found.tzinfo is UTC:
-            return found
-        return datetime.fromisoformat(value).replace(tzinfo=UTC)
-    if not isinstance(value, datetime):
-        raise TypeError(f"not a datetime: {value!r}")
-    if value.tzinfo is UTC:  # asyncpg's timestamptz: already the answer
-        return value
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def moment_or_none(value: Any) -> datetime | None:
-    return None if value is None else moment(value)
-
-
-def document(value: Any) -> Any:
-    """A JSON column: text on SQLite and for PostgreSQL's `json` through asyncpg.
-
-    Read by orjson, which gives `json.loads`' answer for any text it reads, except an
-    integer past 64 bits (a float to orjson): a text read with a float in it, and any
-    orjson refuses (NaN, a lone surrogate), is `json.loads`' to read."""
-    if isinstance(value, str | bytes):
-        try:
-            found = orjson.loads(value)
-        except orjson.JSONDecodeError:
-            return json.loads(value)
-        kind = type(found)
-        if kind is dict:
-            flat = _FLAT.issuperset(map(type, found.values()))
-        else:
-            flat = kind is list and _FLAT.issuperset(map(type, found))
-        return found if flat or _floatless(found) else json.loads(value)
-    return value
-
-
-def _floatless(found: Any) -> bool:
-    """No float anywhere in a decoded document (the columns' lists and dicts hold none)."""
-    kind = type(found)
-    if kind is dict:
-        items = found.values()
-    elif kind is list:
-        items = found
-    else:
-        return kind is not float
-    kinds = set(map(type, items))
-    if kinds <= _FLAT:
-        return True
-    return float not in kinds and all(map(_floatless, items))
-
-
-_FLAT = frozenset({str, int, bool, type(None)})
-
-
-def flag(value: Any) -> bool:
-    """A boolean column (SQLite keeps 0 and 1)."""
-    return bool(value)

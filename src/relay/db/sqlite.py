@@ -33,6 +33,7 @@ from relay.db.sql import (
     Sql,
     Trace,
 )
+from relay.db.sums import HeldSums
 from relay.private_files import create_private
 
 BUSY_TIMEOUT_MS = 30_000
@@ -102,11 +103,15 @@ class SqliteTx(Channels):
     def __init__(self, connection: sqlite3.Connection, trace: Trace | None = None) -> None:
         super().__init__(trace)
         self.connection = connection
+        # One cursor for every statement: `connection.execute` makes a cursor each time
+        # (and registers it with the connection). Each method reads its statement's rows
+        # out before it returns, with no await in between, so none is left half-read.
+        self.cursor = connection.cursor()
 
     async def execute(self, statement: Sql, params: Params | None = None) -> int:
         args = self.bound(statement, params)
         try:
-            cursor = self.connection.execute(statement.sqlite, args)
+            cursor = self.cursor.execute(statement.sqlite, args)
         except _TRANSLATED as error:
             raise _translation(error) from error
         return cursor.rowcount
@@ -116,41 +121,44 @@ class SqliteTx(Channels):
             # sqlite3's executemany walks an iterator of rows: for one row, execute's cheaper.
             args = self.bound(statement, rows[0])
             try:
-                self.connection.execute(statement.sqlite, args)
+                self.cursor.execute(statement.sqlite, args)
             except _TRANSLATED as error:
                 raise _translation(error) from error
             return
         many = self.bound_rows(statement, rows)
         try:
-            self.connection.executemany(statement.sqlite, many)
+            self.cursor.executemany(statement.sqlite, many)
         except _TRANSLATED as error:
             raise _translation(error) from error
 
     async def fetch(self, statement: Sql, params: Params | None = None) -> list[Row]:
         args = self.bound(statement, params)
         try:
-            cursor = self.connection.execute(statement.sqlite, args)
-            rows: list[Row] = cursor.fetchall()
+            rows: list[Row] = self.cursor.execute(statement.sqlite, args).fetchall()
         except _TRANSLATED as error:
             raise _translation(error) from error
-        return _by_name(rows) if statement.wide and rows else rows
+        return _by_name(statement, rows) if statement.wide and rows else rows
 
     async def fetchrow(self, statement: Sql, params: Params | None = None) -> Row | None:
         args = self.bound(statement, params)
         try:
-            cursor = self.connection.execute(statement.sqlite, args)
+            cursor = self.cursor.execute(statement.sqlite, args)
             row: Row | None = cursor.fetchone()
             # A RETURNING statement finishes only when its rows are read out.
             cursor.fetchall()
         except _TRANSLATED as error:
             raise _translation(error) from error
-        return _by_name([row])[0] if statement.wide and row is not None else row
+        return _by_name(statement, [row])[0] if statement.wide and row is not None else row
 
 
-def _by_name(rows: list[Any]) -> list[Row]:
-    """sqlite3's rows as dicts by column name (see `Sql.wide`)."""
-    names = rows[0].keys()
-    return [dict(zip(names, row, strict=True)) for row in rows]
+def _by_name(statement: Sql, rows: list[Any]) -> list[Row]:
+    """sqlite3's rows as dicts by column name (see `Sql.wide`): a statement's names are
+    the same on every run, and as many as its rows' columns."""
+    names = statement.columns
+    if names is None:
+        names = statement.columns = rows[0].keys()
+    # No `strict=`: a keyword costs zip a dict per row, and the lengths agree (above).
+    return [dict(zip(names, row)) for row in rows]  # noqa: B905
 
 
 class SqliteSession:
@@ -159,6 +167,7 @@ class SqliteSession:
     def __init__(self, connection: sqlite3.Connection, checkpointer: Checkpointer) -> None:
         self.connection = connection
         self.tx = SqliteTx(connection)
+        self.tx.sums = self._sums = HeldSums()
         self._checkpointer = checkpointer
 
     def take_notified(self) -> Notices:
@@ -166,7 +175,7 @@ class SqliteSession:
 
     def _run(self, sql: str) -> None:
         try:
-            self.connection.execute(sql)
+            self.tx.cursor.execute(sql)
         except _TRANSLATED as error:
             raise _translation(error) from error
 
@@ -182,15 +191,21 @@ class SqliteSession:
 
     async def release(self) -> None:
         self._run("RELEASE unit")
+        self._sums.keep_unit()
 
     async def rollback_to_savepoint(self) -> None:
+        self._sums.drop_unit()
         self._run("ROLLBACK TO unit")
         self._run("RELEASE unit")
+
+    async def settle(self) -> None:
+        await self.tx.write_held()
 
     async def commit(self) -> None:
         self._run("COMMIT")
 
     async def rollback(self) -> None:
+        self._sums.drop()
         if self.connection.in_transaction:
             self._run("ROLLBACK")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from relay.accounts.models import Scope
-from relay.db.sql import Row, Sql, Tx, document, moment
+from relay.db.sql import Row, Sql, Tx, document, json_text, moment
 from relay.idempotency.models import KeyRecord, KeyStatus, StoredResponse
 
 # An enum made from its value is a Python call through EnumType; a dict is one lookup.
@@ -76,7 +76,8 @@ def _params(
         "status": _IN_PROGRESS if response is None else _DONE,
         "resource_path": resource_path,
         "response_status": None if response is None else response.status,
-        "headers": None if response is None else [list(pair) for pair in response.headers],
+        # As `bind` writes a list of pairs.
+        "headers": None if response is None else json_text(response.headers),
         "body": None if response is None else response.body,
         "locked_until": locked_until,
         "now": now,

@@ -17,24 +17,30 @@ from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS
 from relay.phone import Destination
 from relay.records import fast_init
 from relay.verifications.models import Verification
-from relay.verifications.store import PUBLIC_OF_V, joined
+from relay.verifications.store import IN_SCOPE_OF_V, SCOPE_BY_KEY, SCOPE_OF_V, joined
 
-_READ = f"{PUBLIC_OF_V}, v.code_mac, {{failed}} AS failed_checks, {JOINED_ATTEMPT_COLUMNS}"
+_READ = f"{IN_SCOPE_OF_V}, v.code_mac, {{failed}} AS failed_checks, {JOINED_ATTEMPT_COLUMNS}"
 _FOR_CHECK = (
     f"SELECT {_READ.format(failed=failed_checks_of('v.to_number'))} FROM verifications v"
     " LEFT OUTER JOIN attempts a ON a.verification_id = v.id"
-    " WHERE v.account_id = :scope_account AND v.livemode = :scope_livemode AND v.id = {id}"
-    " ORDER BY a.id"
+    " WHERE {scope} AND v.id = {id} ORDER BY a.id"
 )
 _BY_NUMBER = (
-    "(SELECT id FROM verifications WHERE account_id = {account}"
-    " AND livemode = {livemode} AND to_number = :to AND status = 'pending')"
+    "(SELECT id FROM verifications WHERE account_id = :scope_account"
+    " AND livemode = :scope_livemode AND to_number = :to AND status = 'pending')"
 )
-_FOR_CHECK_BY_ID = Sql(_FOR_CHECK.format(id=":verification_id"), wide=True)
-_FOR_CHECK_BY_NUMBER = Sql(
-    _FOR_CHECK.format(id=_BY_NUMBER.format(account=":scope_account", livemode=":scope_livemode")),
-    wide=True,
-)
+
+
+def _for_check(id_: str) -> Sql:
+    return Sql(
+        _FOR_CHECK.format(scope=SCOPE_BY_KEY, id=id_),
+        postgres=_FOR_CHECK.format(scope=SCOPE_OF_V, id=id_),
+        wide=True,
+    )
+
+
+_FOR_CHECK_BY_ID = _for_check(":verification_id")
+_FOR_CHECK_BY_NUMBER = _for_check(_BY_NUMBER)
 
 
 @fast_init
@@ -70,11 +76,11 @@ async def check_material(
         rows = await tx.fetch(_FOR_CHECK_BY_ID, {**params, "verification_id": verification_id})
     else:
         rows = await tx.fetch(_FOR_CHECK_BY_NUMBER, {**params, "to": to})
-    return _material(rows)
+    return _material(rows, scope)
 
 
-def _material(rows: list[Row]) -> CheckMaterial | None:
-    verification = joined(rows)
+def _material(rows: list[Row], scope: Scope) -> CheckMaterial | None:
+    verification = joined(rows, scope)
     if verification is None:
         return None
     first = rows[0]

@@ -15,7 +15,7 @@ from relay.abuse.store import add_failed_check, failed_check_bucket, failed_chec
 from relay.accounts.models import Scope
 from relay.accounts.template_store import has_templates
 from relay.carriers.base import CHANNELS, Channel
-from relay.db.sql import Row, Sql, Tx, document, flag, moment, moment_or_none
+from relay.db.sql import Row, Sql, Tx, document, flag, json_text, moment, moment_or_none
 from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS, joined_attempts
 from relay.delivery.owners import Sendable
 from relay.errors import ResourceMissing
@@ -64,11 +64,12 @@ def split_channels(raw: str | None) -> tuple[Channel, ...]:
     return found or ("sms",)
 
 
-def from_row(row: Row, found: Sequence[Attempt] = ()) -> Verification:
+def from_row(row: Row, found: Sequence[Attempt] = (), scope: Scope | None = None) -> Verification:
+    """`scope`: the one the row was read in, when it leaves out the scope's columns."""
     return Verification(
         id=row["id"],
-        account_id=row["account_id"],
-        livemode=flag(row["livemode"]),
+        account_id=row["account_id"] if scope is None else scope.account_id,
+        livemode=flag(row["livemode"]) if scope is None else scope.livemode,
         # `to_number` is the destination as limits count it; an email's own spelling is
         # `address` (NULL for a number).
         to=row["address"] or row["to_number"],
@@ -92,6 +93,7 @@ def from_row(row: Row, found: Sequence[Attempt] = ()) -> Verification:
     )
 
 
+_SCOPED_COLUMNS = ("account_id", "livemode")
 # Everything but the code's MAC and its sealed copy.
 PUBLIC = (
     "id, account_id, livemode, to_number, country, sender, locale, code_length, status,"
@@ -99,6 +101,10 @@ PUBLIC = (
     " approved_at, canceled_at, channels, address"
 )
 PUBLIC_OF_V = ", ".join(f"v.{name.strip()}" for name in PUBLIC.split(","))
+# Without the scope's two columns: a read in a scope has them (`joined`).
+IN_SCOPE_OF_V = ", ".join(
+    f"v.{name}" for name in (n.strip() for n in PUBLIC.split(",")) if name not in _SCOPED_COLUMNS
+)
 SCOPED = "account_id = :scope_account AND livemode = :scope_livemode"
 _THIS = f"{SCOPED} AND id = :verification_id"
 # Sweeps and by-number lookups write the state into the SQL: the partial indexes
@@ -111,25 +117,35 @@ _OPEN = f"{_THIS} AND status = :pending AND expires_at > :now"
 # A verification with its attempts, oldest first, in one round trip: one row
 # per attempt (an outer join, so one row with NULL attempt columns if none).
 _WITH_ATTEMPTS = (
-    f"SELECT {PUBLIC_OF_V}, {JOINED_ATTEMPT_COLUMNS} FROM verifications v"
+    "SELECT {columns}, " + JOINED_ATTEMPT_COLUMNS + " FROM verifications v"
     " LEFT OUTER JOIN attempts a ON a.verification_id = v.id WHERE {where} ORDER BY a.id"
 )
+SCOPE_OF_V = "v.account_id = :scope_account AND v.livemode = :scope_livemode"
+# The same on SQLite, kept from the indexes (`+`): with `v.id = ...` SQLite then finds
+# the verification by its primary key, one row, and reads its attempts in their index's
+# order; by the scope's index it could not tell one row comes back, and sorted them.
+SCOPE_BY_KEY = "+v.account_id = :scope_account AND +v.livemode = :scope_livemode"
 _LOAD = Sql(
     _WITH_ATTEMPTS.format(
-        where="v.account_id = :scope_account AND v.livemode = :scope_livemode"
-        " AND v.id = :verification_id"
+        columns=IN_SCOPE_OF_V, where=f"{SCOPE_BY_KEY} AND v.id = :verification_id"
+    ),
+    postgres=_WITH_ATTEMPTS.format(
+        columns=IN_SCOPE_OF_V, where=f"{SCOPE_OF_V} AND v.id = :verification_id"
     ),
     wide=True,
 )
 # Without a scope: the delivery layer's load, once per event it records.
-_LOAD_ANY = Sql(_WITH_ATTEMPTS.format(where="v.id = :verification_id"), wide=True)
+_LOAD_ANY = Sql(
+    _WITH_ATTEMPTS.format(columns=PUBLIC_OF_V, where="v.id = :verification_id"), wide=True
+)
 # A resend's one read: the verification, its attempts and its sealed code.
-_LOAD_SEALED = Sql(
-    f"SELECT {PUBLIC_OF_V}, v.sealed_code, {JOINED_ATTEMPT_COLUMNS} FROM verifications v"
+_SEALED = (
+    f"SELECT {IN_SCOPE_OF_V}, v.sealed_code, {JOINED_ATTEMPT_COLUMNS} FROM verifications v"
     " LEFT OUTER JOIN attempts a ON a.verification_id = v.id"
-    " WHERE v.account_id = :scope_account AND v.livemode = :scope_livemode"
-    " AND v.id = :verification_id ORDER BY a.id",
-    wide=True,
+    " WHERE {scope} AND v.id = :verification_id ORDER BY a.id"
+)
+_LOAD_SEALED = Sql(
+    _SEALED.format(scope=SCOPE_BY_KEY), postgres=_SEALED.format(scope=SCOPE_OF_V), wide=True
 )
 _INSERT_VERIFICATION = Sql(
     "INSERT INTO verifications (id, account_id, livemode, to_number, country, sender, locale,"
@@ -208,7 +224,7 @@ def _this(scope: Scope, verification_id: str, **extra: Any) -> dict[str, Any]:
 
 
 async def load(tx: Tx, scope: Scope, verification_id: str) -> Verification | None:
-    return joined(await tx.fetch(_LOAD, _this(scope, verification_id)))
+    return joined(await tx.fetch(_LOAD, _this(scope, verification_id)), scope)
 
 
 async def require(tx: Tx, scope: Scope, verification_id: str) -> Verification:
@@ -219,11 +235,13 @@ async def require(tx: Tx, scope: Scope, verification_id: str) -> Verification:
     return found
 
 
-def joined(rows: list[Row]) -> Verification | None:
+def joined(rows: list[Row], scope: Scope | None = None) -> Verification | None:
+    """`scope`: the one the rows were read in, when they leave out its two columns."""
     if not rows:
         return None
     first = rows[0]
-    return from_row(first, joined_attempts(rows, livemode=flag(first["livemode"])))
+    livemode = flag(first["livemode"]) if scope is None else scope.livemode
+    return from_row(first, joined_attempts(rows, livemode=livemode), scope)
 
 
 async def load_sealed(
@@ -231,7 +249,7 @@ async def load_sealed(
 ) -> tuple[Verification, bytes | None] | None:
     """The verification and its sealed code (None once it closed), for a resend."""
     rows = await tx.fetch(_LOAD_SEALED, _this(scope, verification_id))
-    found = joined(rows)
+    found = joined(rows, scope)
     if found is None:
         return None
     sealed = rows[0]["sealed_code"]
@@ -254,7 +272,7 @@ async def insert_verification(tx: Tx, scope: Scope, new: NewVerification, now: d
             "code_length": new.code_length,
             "code_mac": new.code_mac,
             "sealed_code": new.sealed_code,
-            "metadata": new.metadata,
+            "metadata": json_text(new.metadata),
             "webhook_url": new.webhook_url,
             "now": now,
             "expires_at": new.expires_at,
