@@ -136,13 +136,19 @@ def as_shown(verification: Verification, now: datetime) -> dict[str, Any]:
     return view
 
 
-def just_sent(verification: Verification, attempt_id: str, now: datetime) -> dict[str, Any]:
-    """As events show it when `attempt_id` was sent, before that attempt's receipt."""
-    attempts = tuple(
-        a.with_status(AttemptStatus.SENT) if a.id == attempt_id else a
-        for a in verification.attempts
-    )
-    return verification.with_attempts(attempts).to_api(now)
+def sent_from(shown: dict[str, Any], attempt_id: str) -> dict[str, Any]:
+    """As events show a verification when `attempt_id` was sent, before that attempt's
+    receipt, from `shown`, its `to_api` now: only that attempt's status differs."""
+    return {
+        **shown,
+        "attempts": [
+            {**attempt, "status": _SENT} if attempt["id"] == attempt_id else attempt
+            for attempt in shown["attempts"]
+        ],
+    }
+
+
+_SENT = AttemptStatus.SENT.value
 
 
 _CLOSED_ERRORS: dict[Status, type[VerificationClosed]] = {
