@@ -8,8 +8,8 @@ from enum import StrEnum
 from typing import Any
 
 from relay.clock import isoformat
-from relay.delivery.attempts import Attempt, AttemptStatus
-from relay.records import changed, fast_init
+from relay.delivery.attempts import Attempt, shown_as_sent
+from relay.records import fast_init
 
 
 class MessageStatus(StrEnum):
@@ -64,10 +64,14 @@ class Message:
         return self.status in (MessageStatus.QUEUED, MessageStatus.SENT)
 
 
-def just_sent(message: Message, attempt_id: str) -> dict[str, Any]:
-    """As events show it when `attempt_id` was sent, before that attempt's receipt."""
-    attempts = tuple(
-        changed(a, status=AttemptStatus.SENT) if a.id == attempt_id else a for a in message.attempts
-    )
-    sent = changed(message, status=MessageStatus.SENT, attempts=attempts)
-    return sent.to_api()
+def sent_from(shown: dict[str, Any], attempt_id: str) -> dict[str, Any]:
+    """As events show a message when `attempt_id` was sent, before that attempt's receipt,
+    from `shown`, its `to_api`: it is sent, and so is that attempt."""
+    return {
+        **shown,
+        "status": _SENT,
+        "attempts": shown_as_sent(shown["attempts"], attempt_id),
+    }
+
+
+_SENT = _STATUS_TEXT[MessageStatus.SENT]

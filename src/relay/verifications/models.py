@@ -11,7 +11,7 @@ from typing import Any
 
 from relay.carriers.base import Channel
 from relay.clock import isoformat
-from relay.delivery.attempts import Attempt, AttemptStatus
+from relay.delivery.attempts import Attempt, AttemptStatus, shown_as_sent
 from relay.errors import (
     MaxAttemptsReached,
     MaxSendsReached,
@@ -139,16 +139,7 @@ def as_shown(verification: Verification, now: datetime) -> dict[str, Any]:
 def sent_from(shown: dict[str, Any], attempt_id: str) -> dict[str, Any]:
     """As events show a verification when `attempt_id` was sent, before that attempt's
     receipt, from `shown`, its `to_api` now: only that attempt's status differs."""
-    return {
-        **shown,
-        "attempts": [
-            {**attempt, "status": _SENT} if attempt["id"] == attempt_id else attempt
-            for attempt in shown["attempts"]
-        ],
-    }
-
-
-_SENT = AttemptStatus.SENT.value
+    return {**shown, "attempts": shown_as_sent(shown["attempts"], attempt_id)}
 
 
 _CLOSED_ERRORS: dict[Status, type[VerificationClosed]] = {
