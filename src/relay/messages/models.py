@@ -64,6 +64,24 @@ class Message:
         return self.status in (MessageStatus.QUEUED, MessageStatus.SENT)
 
 
+class _Shown:
+    """The last message `as_shown` made, and how."""
+
+    last: tuple[Message | None, dict[str, Any]] = (None, {})
+
+
+def as_shown(message: Message) -> dict[str, Any]:
+    """`message.to_api()`, made once for this very record: a send that ends in its unit
+    answers with the message its last event shows. Held by identity, the record held with
+    it; nothing changes a record or what this returns once made."""
+    last, view = _Shown.last
+    if last is message:
+        return view
+    view = message.to_api()
+    _Shown.last = (message, view)
+    return view
+
+
 def sent_from(shown: dict[str, Any], attempt_id: str) -> dict[str, Any]:
     """As events show a message when `attempt_id` was sent, before that attempt's receipt,
     from `shown`, its `to_api`: it is sent, and so is that attempt."""

@@ -17,7 +17,7 @@ from relay.delivery.owners import Answer, Draft, OwnerState, Told, as_answered, 
 from relay.events import store as event_store
 from relay.events.models import EventType
 from relay.messages import store
-from relay.messages.models import Message, MessageStatus, sent_from
+from relay.messages.models import Message, MessageStatus, as_shown, sent_from
 from relay.records import changed
 
 
@@ -109,14 +109,20 @@ class MessageOwner:
         message = changed(opened, attempts=(*opened.attempts, *attempts))
         status = message.status
         changes: list[tuple[EventType, dict[str, Any]]] = []
+        shown = None
         for answer in answers:
             status = _status_after(status, answer)
             shown = changed(message, status=status, attempts=as_answered(message.attempts, answer))
-            view = shown.to_api()
+            view = as_shown(shown)
             if answer.outcome == "delivered":
                 changes.append((EventType.MESSAGE_SENT, sent_from(view, answer.attempt_id)))
             changes.append((_TOLD[answer.outcome], view))
-        message = changed(message, status=status)
+        # The last answer's event shows the message as the send answers with it, when the
+        # two are the same: the same record, shown once (`as_shown`).
+        if shown is not None and shown.attempts == message.attempts:
+            message = shown
+        else:
+            message = changed(message, status=status)
         return Told(owner_state(message), changes, message)
 
     async def attempt_canceled(self, tx: Tx, owner_id: str, *, now: datetime) -> None:
