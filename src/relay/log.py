@@ -73,17 +73,26 @@ class KeyValueFormatter(logging.Formatter):
     # Every request writes a line: its second's text is made once per second.
     _second: tuple[int, str] = (-1, "")
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # A record's own fields by its attributes' names in order: the lines of one call
+        # site have the same names, so they are picked out once per site, not per line.
+        self._fields_of: dict[tuple[str, ...], tuple[str, ...]] = {}
+
     def format(self, record: logging.LogRecord) -> str:
-        # The line's own fields are what logging's record does not hold; `filterfalse`
-        # picks them out without a step of Python for each of the record's attributes.
         attributes = record.__dict__
-        fields = " ".join(
-            [f"{key}={attributes[key]}" for key in filterfalse(_STANDARD.__contains__, attributes)]
-        )
+        layout = tuple(attributes)
+        names = self._fields_of.get(layout)
+        if names is None:
+            # What logging's record does not hold; `filterfalse` picks them out without a
+            # step of Python for each of the record's attributes.
+            names = tuple(filterfalse(_STANDARD.__contains__, layout))
+            if len(self._fields_of) < _LAYOUTS_KEPT:
+                self._fields_of[layout] = names
         stamp = self.formatTime(record)
         line = f"{stamp} {record.levelname.lower()} {record.name} {record.getMessage()}"
-        if fields:
-            line += " " + fields
+        if names:
+            line += " " + " ".join([f"{key}={attributes[key]}" for key in names])
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line
@@ -103,6 +112,9 @@ class KeyValueFormatter(logging.Formatter):
         return text if msec_format is None else msec_format % (text, record.msecs)
 
 
+# Distinct layouts of records kept (`KeyValueFormatter._fields_of`): the log's call sites
+# are few; past this, a layout's fields are picked out for each of its lines.
+_LAYOUTS_KEPT = 1024
 # logging's own milliseconds after the second's text, each written once.
 _MSEC_FORMAT = "%s,%03d"
 _MSECS = tuple(f",{msecs:03d}" for msecs in range(1000))

@@ -31,3 +31,31 @@ def test_a_line_is_its_time_level_logger_action_and_fields() -> None:
     line = KeyValueFormatter().format(record(1_700_000_000.25, request_id="req_1", status=200))
     stamp = logging.Formatter().formatTime(record(1_700_000_000.25))
     assert line == f"{stamp} info relay.http http.request request_id=req_1 status=200"
+
+
+def test_lines_of_different_fields_through_one_formatter_each_show_their_own() -> None:
+    formatter = KeyValueFormatter()
+    lines = [
+        formatter.format(record(1_700_000_000.25, **fields))
+        for fields in (
+            {"request_id": "req_1", "status": 200},
+            {"status": 404, "request_id": "req_2"},
+            {"request_id": "req_3", "status": 200},
+            {},
+            {"request_id": "req_4", "status": 201, "account_id": "acct_1"},
+        )
+    ]
+    assert [line.split(" http.request", 1)[1] for line in lines] == [
+        " request_id=req_1 status=200",
+        " status=404 request_id=req_2",
+        " request_id=req_3 status=200",
+        "",
+        " request_id=req_4 status=201 account_id=acct_1",
+    ]
+
+
+def test_a_field_set_after_a_formatters_message_still_shows() -> None:
+    line = record(1_700_000_000.25, request_id="req_1")
+    line.message = line.getMessage()  # as logging.Formatter.format leaves it
+    line.__dict__["status"] = 200
+    assert KeyValueFormatter().format(line).endswith(" request_id=req_1 status=200")

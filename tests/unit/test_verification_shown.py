@@ -5,8 +5,17 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import orjson
+
 from relay.records import changed
-from relay.verifications.models import Status, Verification, as_shown
+from relay.verifications.models import (
+    Attempt,
+    AttemptStatus,
+    Status,
+    Verification,
+    as_shown,
+    sent_from,
+)
 
 NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 VERIFICATION = Verification(
@@ -37,3 +46,25 @@ def test_an_equal_moment_that_is_another_object_is_shown_afresh() -> None:
     first = as_shown(VERIFICATION, NOW)
     assert as_shown(VERIFICATION, moment) == first
     assert as_shown(VERIFICATION, moment) is not first
+
+
+def test_as_sent_it_is_shown_as_to_api_shows_it_with_that_attempt_sent() -> None:
+    attempts = tuple(
+        Attempt(f"att_{n}", status, "sandbox", NOW, None, False, channel)
+        for n, (status, channel) in enumerate(
+            [
+                (AttemptStatus.FAILED, "sms"),
+                (AttemptStatus.DELIVERED, "whatsapp"),
+                (AttemptStatus.QUEUED, "sms"),
+            ]
+        )
+    )
+    verification = VERIFICATION.with_attempts(attempts)
+    shown = verification.to_api(NOW)
+    before = orjson.dumps(shown)
+    for attempt in attempts:
+        sent = verification.with_attempts(
+            tuple(changed(a, status=AttemptStatus.SENT) if a is attempt else a for a in attempts)
+        )
+        assert orjson.dumps(sent_from(shown, attempt.id)) == orjson.dumps(sent.to_api(NOW))
+    assert orjson.dumps(shown) == before

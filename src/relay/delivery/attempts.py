@@ -47,3 +47,15 @@ class Attempt:
             "at": isoformat(self.at),
             "error": self.error,
         }
+
+
+def shown_as_sent(shown: list[dict[str, Any]], attempt_id: str) -> list[dict[str, Any]]:
+    """Attempts as `Attempt.to_api` shows them, with `attempt_id`'s status sent (as its
+    owner's events show it when it was sent, before its receipt)."""
+    return [
+        {**attempt, "status": _SENT} if attempt["id"] == attempt_id else attempt
+        for attempt in shown
+    ]
+
+
+_SENT = _STATUS_TEXT[AttemptStatus.SENT]

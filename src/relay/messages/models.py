@@ -8,8 +8,8 @@ from enum import StrEnum
 from typing import Any
 
 from relay.clock import isoformat
-from relay.delivery.attempts import Attempt, AttemptStatus
-from relay.records import changed, fast_init
+from relay.delivery.attempts import Attempt, shown_as_sent
+from relay.records import fast_init
 
 
 class MessageStatus(StrEnum):
@@ -64,10 +64,32 @@ class Message:
         return self.status in (MessageStatus.QUEUED, MessageStatus.SENT)
 
 
-def just_sent(message: Message, attempt_id: str) -> dict[str, Any]:
-    """As events show it when `attempt_id` was sent, before that attempt's receipt."""
-    attempts = tuple(
-        changed(a, status=AttemptStatus.SENT) if a.id == attempt_id else a for a in message.attempts
-    )
-    sent = changed(message, status=MessageStatus.SENT, attempts=attempts)
-    return sent.to_api()
+class _Shown:
+    """The last message `as_shown` made, and how."""
+
+    last: tuple[Message | None, dict[str, Any]] = (None, {})
+
+
+def as_shown(message: Message) -> dict[str, Any]:
+    """`message.to_api()`, made once for this very record: a send that ends in its unit
+    answers with the message its last event shows. Held by identity, the record held with
+    it; nothing changes a record or what this returns once made."""
+    last, view = _Shown.last
+    if last is message:
+        return view
+    view = message.to_api()
+    _Shown.last = (message, view)
+    return view
+
+
+def sent_from(shown: dict[str, Any], attempt_id: str) -> dict[str, Any]:
+    """As events show a message when `attempt_id` was sent, before that attempt's receipt,
+    from `shown`, its `to_api`: it is sent, and so is that attempt."""
+    return {
+        **shown,
+        "status": _SENT,
+        "attempts": shown_as_sent(shown["attempts"], attempt_id),
+    }
+
+
+_SENT = _STATUS_TEXT[MessageStatus.SENT]

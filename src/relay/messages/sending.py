@@ -17,7 +17,7 @@ from relay.delivery.owners import Answer, Draft, OwnerState, Told, as_answered, 
 from relay.events import store as event_store
 from relay.events.models import EventType
 from relay.messages import store
-from relay.messages.models import Message, MessageStatus, just_sent
+from relay.messages.models import Message, MessageStatus, as_shown, sent_from
 from relay.records import changed
 
 
@@ -77,9 +77,10 @@ class MessageOwner:
         message = await store.load_any(tx, owner_id)
         if message is None:
             return None
+        shown = message.to_api()
         if also_sent:
-            await _record(tx, message, EventType.MESSAGE_SENT, now, just_sent(message, attempt_id))
-        await _record(tx, message, EventType.MESSAGE_DELIVERED, now)
+            await _record(tx, message, EventType.MESSAGE_SENT, now, sent_from(shown, attempt_id))
+        await _record(tx, message, EventType.MESSAGE_DELIVERED, now, shown)
         return owner_state(message)
 
     async def attempt_failed(
@@ -108,13 +109,20 @@ class MessageOwner:
         message = changed(opened, attempts=(*opened.attempts, *attempts))
         status = message.status
         changes: list[tuple[EventType, dict[str, Any]]] = []
+        shown = None
         for answer in answers:
             status = _status_after(status, answer)
             shown = changed(message, status=status, attempts=as_answered(message.attempts, answer))
+            view = as_shown(shown)
             if answer.outcome == "delivered":
-                changes.append((EventType.MESSAGE_SENT, just_sent(shown, answer.attempt_id)))
-            changes.append((_TOLD[answer.outcome], shown.to_api()))
-        message = changed(message, status=status)
+                changes.append((EventType.MESSAGE_SENT, sent_from(view, answer.attempt_id)))
+            changes.append((_TOLD[answer.outcome], view))
+        # The last answer's event shows the message as the send answers with it, when the
+        # two are the same: the same record, shown once (`as_shown`).
+        if shown is not None and shown.attempts == message.attempts:
+            message = shown
+        else:
+            message = changed(message, status=status)
         return Told(owner_state(message), changes, message)
 
     async def attempt_canceled(self, tx: Tx, owner_id: str, *, now: datetime) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from relay.carriers.base import Channel
 from relay.clock import isoformat
-from relay.delivery.attempts import Attempt, AttemptStatus
+from relay.delivery.attempts import Attempt, AttemptStatus, shown_as_sent
 from relay.errors import (
     MaxAttemptsReached,
     MaxSendsReached,
@@ -136,13 +136,10 @@ def as_shown(verification: Verification, now: datetime) -> dict[str, Any]:
     return view
 
 
-def just_sent(verification: Verification, attempt_id: str, now: datetime) -> dict[str, Any]:
-    """As events show it when `attempt_id` was sent, before that attempt's receipt."""
-    attempts = tuple(
-        a.with_status(AttemptStatus.SENT) if a.id == attempt_id else a
-        for a in verification.attempts
-    )
-    return verification.with_attempts(attempts).to_api(now)
+def sent_from(shown: dict[str, Any], attempt_id: str) -> dict[str, Any]:
+    """As events show a verification when `attempt_id` was sent, before that attempt's
+    receipt, from `shown`, its `to_api` now: only that attempt's status differs."""
+    return {**shown, "attempts": shown_as_sent(shown["attempts"], attempt_id)}
 
 
 _CLOSED_ERRORS: dict[Status, type[VerificationClosed]] = {

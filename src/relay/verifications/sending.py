@@ -15,7 +15,7 @@ from relay.delivery.attempts import Attempt
 from relay.delivery.owners import Answer, Draft, OwnerState, Told, as_answered, drafted
 from relay.events.models import EventType
 from relay.verifications import events, store
-from relay.verifications.models import Status, Verification, as_shown, just_sent
+from relay.verifications.models import Status, Verification, as_shown, sent_from
 
 
 def owner_state(verification: Verification, now: datetime) -> OwnerState:
@@ -57,7 +57,7 @@ class VerificationOwner:
         if verification is None:
             return None
         if also_sent:
-            sent = just_sent(verification, attempt_id, now)
+            sent = sent_from(as_shown(verification, now), attempt_id)
             await events.record(tx, verification, EventType.VERIFICATION_SENT, now, payload=sent)
         await events.record(tx, verification, EventType.VERIFICATION_DELIVERED, now)
         return owner_state(verification, now)
@@ -86,10 +86,10 @@ class VerificationOwner:
             # the same record, shown once (`as_shown`).
             same = attempts == verification.attempts
             shown = verification if same else verification.with_attempts(attempts)
+            view = as_shown(shown, now)
             if answer.outcome == "delivered":
-                sent = just_sent(shown, answer.attempt_id, now)
-                changes.append((EventType.VERIFICATION_SENT, sent))
-            changes.append((_TOLD[answer.outcome], as_shown(shown, now)))
+                changes.append((EventType.VERIFICATION_SENT, sent_from(view, answer.attempt_id)))
+            changes.append((_TOLD[answer.outcome], view))
         return Told(owner_state(verification, now), changes, verification)
 
     async def attempt_canceled(self, tx: Tx, owner_id: str, *, now: datetime) -> None:

@@ -9,7 +9,7 @@ from starlette.responses import Response
 from relay.errors import ResourceMissing
 from relay.ids import is_id
 from relay.log import bind
-from relay.messages.models import Message
+from relay.messages.models import Message, as_shown
 from relay.messages.service import SendRequest
 from relay.web.fields import require_locale, require_webhook_url
 from relay.web.idempotency import answer, renders
@@ -36,7 +36,8 @@ async def send(call: Call) -> Response:
 
 
 def _render(message: Message, now: datetime) -> Response:
-    return JsonResponse(message.to_api())
+    # As the unit that made it shows it in its last event, if it records one (`as_shown`).
+    return JsonResponse(as_shown(message))
 
 
 async def retrieve(call: Call) -> Response:
