@@ -210,7 +210,8 @@ def test_relay_usage_prints_live_sends_segments_and_spend_per_country_carrier_an
     config.write_text(PRICED)
     capsys.readouterr()
     url = server.settings.resolved_database_url
-    usage = ["usage", "--database-url", url, "--config", str(config), "--account", account.id]
+    usage = ["usage", "--database-url", url, "--data-dir", str(server.settings.data_dir)]
+    usage += ["--config", str(config), "--account", account.id]
     assert relay_main([*usage, "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     # Each code is one GSM-7 segment; only the US has a price for live-a.
@@ -237,8 +238,9 @@ def test_relay_usage_prints_live_sends_segments_and_spend_per_country_carrier_an
 
 
 def test_relay_usage_refuses_a_malformed_day(server: RunningServer, capsys: Any) -> None:
-    url = server.settings.resolved_database_url
-    assert relay_main(["usage", "--database-url", url, "--since", "yesterday"]) == 2
+    where = ["--database-url", server.settings.resolved_database_url]
+    where += ["--data-dir", str(server.settings.data_dir)]
+    assert relay_main(["usage", *where, "--since", "yesterday"]) == 2
     assert "YYYY-MM-DD" in capsys.readouterr().err
 
 
