@@ -38,6 +38,11 @@ export class RelayError extends Error {
     this.headers = { ...(fields.headers ?? {}) };
   }
 
+  /** `docUrl` under the API's own name, as relay-client (Python) spells it. */
+  get doc_url(): string | null {
+    return this.docUrl;
+  }
+
   override toString(): string {
     const what = this.code ? `${this.httpStatus} ${this.code}: ` : "";
     const where = this.requestId ? ` (request ${this.requestId})` : "";

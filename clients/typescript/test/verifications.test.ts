@@ -65,6 +65,7 @@ describe("verifications", () => {
     assert.equal(refusal.httpStatus, 409);
     assert.match(refusal.requestId ?? "", /^req_/);
     assert.ok(refusal.docUrl);
+    assert.equal(refusal.doc_url, refusal.docUrl);
   });
 
   it("are resent on another channel as the same verification", async () => {
