@@ -2,7 +2,8 @@
 without codes or secrets (no `code_mac`, no `sealed_code`: the columns are never read).
 
 The same rows an erasure deletes (relay.erasure.store), each as `{"kind": ..., ...}`
-with times in the API's ISO 8601 form and JSON columns decoded.
+with times in the API's ISO 8601 form and JSON columns decoded (a limit's own `kind`
+column is `limit_kind`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ class Kind:
         self.texts = frozenset(texts)
         # The columns the statement names, as its rows are read by name.
         listed = statement.text.removeprefix("SELECT ").split(" FROM ")[0]
-        self.columns = tuple(name.strip().rpartition(".")[2] for name in listed.split(","))
+        self.columns = tuple(
+            name.split(" AS ")[-1].strip().rpartition(".")[2] for name in listed.split(",")
+        )
 
     def record(self, row: Row) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.name}
@@ -149,12 +152,12 @@ _OWNED = (
 )
 
 _COUNTERS = (
-    "SELECT account_id, livemode, kind, subject, bucket, shard, sends, approvals,"
+    "SELECT account_id, livemode, kind AS limit_kind, subject, bucket, shard, sends, approvals,"
     " failed_checks FROM abuse_counters WHERE {where}"
     " ORDER BY account_id, livemode, bucket, shard"
 )
 _BLOCKS = (
-    "SELECT account_id, livemode, kind, subject, blocked_until, created_at"
+    "SELECT account_id, livemode, kind AS limit_kind, subject, blocked_until, created_at"
     " FROM destination_blocks WHERE {where} ORDER BY account_id, livemode"
 )
 _LIMITS = {

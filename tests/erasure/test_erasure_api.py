@@ -4,154 +4,31 @@ figures read the same."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-import pytest_asyncio
 
 from relay.accounts.models import NewAccount
 from relay.console import store as console_store
 from relay.console.scope import View
-from relay.db.sql import Sql, Tx
-from relay.services import Services, build_services
-from relay.web.app import RelayApp, create_app
-from tests.harness import test_settings
-from tests.webhooks.receiver import isolated_database
+from relay.db.sql import Tx
+from relay.services import Services
+from relay.web.app import RelayApp
+from tests.erasure.support import (
+    DELIVERED,
+    NAMING,
+    NUMBER,
+    OTHER,
+    blocked,
+    client,
+    delivered_webhook,
+    dispatched,
+    naming,
+    post,
+)
 
 pytestmark = pytest.mark.asyncio
-
-NUMBER = "+14155550123"
-OTHER = "+14155550199"
-DELIVERED = "+15005550006"
-
-# What names a destination, per kind, counted the way a reader of the tables would.
-_OWNERS = (
-    "SELECT id FROM verifications WHERE to_number = :to"
-    " UNION ALL SELECT id FROM messages WHERE to_number = :to"
-)
-NAMING = {
-    "verifications": "SELECT count(*) AS n FROM verifications WHERE to_number = :to",
-    "messages": "SELECT count(*) AS n FROM messages WHERE to_number = :to",
-    "attempts": f"SELECT count(*) AS n FROM attempts WHERE verification_id IN ({_OWNERS})"
-    f" OR message_id IN ({_OWNERS})",
-    "events": f"SELECT count(*) AS n FROM events WHERE related_id IN ({_OWNERS})",
-    "webhook_attempts": "SELECT count(*) AS n FROM webhook_attempts WHERE event_id IN"
-    f" (SELECT id FROM events WHERE related_id IN ({_OWNERS}))",
-    "idempotency_keys": "SELECT count(*) AS n FROM idempotency_keys WHERE resource_path IN"
-    f" (SELECT '/v1/verifications/' || id FROM ({_OWNERS}) o)"
-    f" OR resource_path IN (SELECT '/v1/messages/' || id FROM ({_OWNERS}) o)",
-    "counters": "SELECT (SELECT count(*) FROM abuse_counters WHERE kind = 'number'"
-    " AND subject = :to) + (SELECT count(*) FROM destination_blocks WHERE kind = 'number'"
-    " AND subject = :to) AS n",
-}
-
-
-@pytest_asyncio.fixture
-async def services(tmp_path: Path, database_url: str) -> AsyncIterator[Services]:
-    url = await asyncio.to_thread(isolated_database, database_url, "erasure", tmp_path)
-    built = build_services(
-        test_settings(
-            tmp_path,
-            url,
-            carriers={"live-a": {"kind": "sandbox"}},
-            routes={"default": ["live-a"]},
-        )
-    )
-    # Nothing is sent unless a test dispatches: a create's attempt stays queued.
-    await built.delivery.start(dispatch=False)
-    await built.accounts.start()
-    try:
-        yield built
-    finally:
-        await built.close()
-
-
-@pytest_asyncio.fixture
-async def account(services: Services) -> NewAccount:
-    return await services.accounts.create_account("Acme")
-
-
-@pytest.fixture
-def app(services: Services) -> RelayApp:
-    return create_app(services, background=False)
-
-
-def client(app: RelayApp, key: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app),
-        base_url="https://relay.test",
-        headers={"Authorization": f"Bearer {key}"},
-    )
-
-
-async def count(services: Services, sql: str, **params: Any) -> int:
-    async def read(tx: Tx) -> int:
-        row = await tx.fetchrow(Sql(sql), params)
-        assert row is not None
-        return int(row["n"])
-
-    return await services.db.read(read)
-
-
-async def naming(services: Services, to: str) -> dict[str, int]:
-    return {kind: await count(services, sql, to=to) for kind, sql in NAMING.items()}
-
-
-async def post(api: httpx.AsyncClient, path: str, **body: Any) -> dict[str, Any]:
-    answer = await api.post(path, json=body)
-    assert answer.status_code == 200, answer.text
-    found: dict[str, Any] = answer.json()
-    return found
-
-
-async def dispatched(services: Services) -> None:
-    """What the dispatcher of a serving process would do now: send every queued attempt."""
-    for job in await services.delivery.claim(limit=10, busy=[]):
-        await services.delivery.dispatch(job)
-
-
-async def delivered_webhook(services: Services, verification_id: str) -> None:
-    """A webhook delivery of the verification's first event, and a block of its number, as
-    the webhook worker and the pumping guard leave them."""
-    now = services.clock.now()
-
-    async def write(tx: Tx) -> None:
-        await tx.execute(
-            Sql(
-                "INSERT INTO webhook_attempts (event_id, number, at, status_code)"
-                " SELECT MIN(id), 1, :now, 200 FROM events WHERE related_id = :id"
-            ),
-            {"id": verification_id, "now": now},
-        )
-
-    await services.db.write(write)
-
-
-async def blocked(services: Services, account: NewAccount, to: str, *, livemode: bool) -> None:
-    now = services.clock.now()
-
-    async def write(tx: Tx) -> None:
-        await tx.execute(
-            Sql(
-                "INSERT INTO destination_blocks (account_id, livemode, kind, subject,"
-                " blocked_until, created_at) VALUES (:account, :livemode, 'number', :to, :until,"
-                " :now)"
-            ),
-            {
-                "account": account.id,
-                "livemode": livemode,
-                "to": to,
-                "until": now + timedelta(hours=1),
-                "now": now,
-            },
-        )
-
-    await services.db.write(write)
 
 
 async def test_an_erasure_deletes_every_row_naming_the_destination_and_counts_each_kind(
@@ -182,7 +59,8 @@ async def test_an_erasure_deletes_every_row_naming_the_destination_and_counts_ea
         assert before["verifications"] == before["messages"] == 1
         assert before["attempts"] == 2
         assert before["webhook_attempts"] == before["idempotency_keys"] == 1
-        assert before["events"] >= 2 and before["counters"] >= 1
+        assert before["events"] >= 2
+        assert before["counters"] >= 1
         assert await naming(services, NUMBER) == dict.fromkeys(NAMING, 0)
         for path in (f"/v1/verifications/{verification['id']}", f"/v1/messages/{message['id']}"):
             assert (await api.get(path)).status_code == 404
@@ -251,7 +129,8 @@ async def test_the_figures_read_the_same_after_an_erasure(
         await post(live, "/v1/verifications/check", id=in_live["id"], code="000000")
         ends = services.clock.now().replace(second=0, microsecond=0) + timedelta(minutes=2)
         before = await figures(services, ends)
-        assert before[0].verifications and before[1], "figures a deletion could lose"
+        assert before[0].verifications, "figures a deletion could lose"
+        assert before[1], "usage a deletion could lose"
 
         live_erasure = await post(live, "/v1/erasures", to=NUMBER)
         await post(test, "/v1/erasures", to=DELIVERED)
