@@ -9,6 +9,7 @@ from datetime import datetime
 from relay.clock import Clock
 from relay.db.driver import Db
 from relay.db.sql import Tx
+from relay.delivery import erased_receipts
 from relay.erasure import store
 from relay.erasure.models import Erasure, destination_key
 from relay.idempotency.claims import Pending
@@ -72,6 +73,8 @@ async def _erase(
         await claim.take(tx, resource_path=RESOURCE_PATH, result=erasure, now=now)
     for messages, owners in ((False, found.verifications), (True, found.messages)):
         for owner_account, ids in owners.items():
+            sent = await store.carrier_ids(tx, messages=messages, ids=ids)
+            await erased_receipts.keep(tx, sent, now=now)
             await remove(tx, messages=messages, account_id=owner_account, ids=ids)
     await store.delete_limits(tx, key, account_id=account_id, livemode=livemode)
     return erasure

@@ -64,6 +64,14 @@ def _counts(owner: str) -> dict[str, Sql]:
 
 _OWNED_COUNTS = {False: _counts("verification_id"), True: _counts("message_id")}
 
+_SENT = {
+    messages: rollup.both_ids(
+        f"SELECT carrier, carrier_message_id FROM attempts WHERE {owner} IN {{ids}}"
+        " AND carrier_message_id IS NOT NULL"
+    )
+    for messages, owner in ((False, "verification_id"), (True, "message_id"))
+}
+
 # The per-number limits' rows: only kind `number` names a destination (a prefix, a
 # country and an account are shared by many).
 _LIMIT_TABLES = ("abuse_counters", "destination_blocks")
@@ -135,6 +143,12 @@ async def count(
     rows = await tx.fetch(_LIMIT_COUNTS[variant], _params(to, account_id, livemode))
     counts["counters"] = sum(int(row["n"]) for row in rows)
     return counts
+
+
+async def carrier_ids(tx: Tx, *, messages: bool, ids: list[str]) -> list[tuple[str, str]]:
+    """The carrier and message id of each of these owners' attempts a carrier took."""
+    rows = await tx.fetch(_SENT[messages], {"ids": ids})
+    return [(row["carrier"], row["carrier_message_id"]) for row in rows]
 
 
 async def delete_limits(tx: Tx, to: str, *, account_id: str | None, livemode: bool | None) -> None:
