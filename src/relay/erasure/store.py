@@ -17,11 +17,10 @@ from relay.retention import rollup
 from relay.retention.store import OWNER_PATH
 
 # Whose rows: one account in one mode (an API key), one account (the CLI's --account),
-# or every account.
-Where = tuple[str | None, bool | None]
-
+# one mode of every account (an admin console view), or every account.
 _FILTERS = {
     "all": "to_number = :to",
+    "mode": "livemode = :livemode AND to_number = :to",
     "account": "account_id = :account AND to_number = :to",
     "scope": "account_id = :account AND livemode = :livemode AND to_number = :to",
 }
@@ -29,7 +28,7 @@ _FILTERS = {
 
 def _variant(account_id: str | None, livemode: bool | None) -> str:
     if account_id is None:
-        return "all"
+        return "all" if livemode is None else "mode"
     return "account" if livemode is None else "scope"
 
 
@@ -77,6 +76,7 @@ _SENT = {
 _LIMIT_TABLES = ("abuse_counters", "destination_blocks")
 _LIMITS_WHERE = {
     "all": "kind = 'number' AND subject = :to",
+    "mode": "livemode = :livemode AND kind = 'number' AND subject = :to",
     "account": "account_id = :account AND kind = 'number' AND subject = :to",
     "scope": "account_id = :account AND livemode = :livemode AND kind = 'number' AND subject = :to",
 }
