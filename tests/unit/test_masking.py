@@ -15,7 +15,8 @@ from relay.masking import mask
         ("jane@example.com", "j…@example.com"),
         ("j@example.com", "j…@example.com"),
         ("@example.com", "…@example.com"),
-        ("+1234567", "…"),
+        ("+1234567", "…67"),
+        ("+12345678901", "+1234…01"),
     ],
 )
 def test_a_destination_keeps_its_head_and_tail_only(destination: str, masked: str) -> None:
