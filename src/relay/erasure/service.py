@@ -36,8 +36,9 @@ class Erasures:
         claim: Pending | None = None,
     ) -> Erasure:
         """Delete what names `to`: of one account in one mode (an API key), of one account
-        (both modes), or of every account (`account_id` None). A pending verification goes
-        with its queued attempts, so the dispatcher finds nothing to send."""
+        (`livemode` None: both modes), of one mode of every account (`account_id` None), or
+        of every account in both. A pending verification goes with its queued attempts, so
+        the dispatcher finds nothing to send."""
         key = destination_key(to)
         now = self._clock.now()
 
