@@ -19,6 +19,7 @@ from relay.config import Settings
 from relay.crypto import Keyring
 from relay.db.driver import Db, open_db
 from relay.delivery.service import Delivery
+from relay.erasure.service import Erasures
 from relay.events.service import DeliverySettings, EventService
 from relay.idempotency.service import IdempotencyKeys
 from relay.messages.sending import MessageOwner
@@ -43,6 +44,7 @@ class Services:
     events: EventService
     idempotency: IdempotencyKeys
     abuse: AbuseGuard
+    erasures: Erasures
 
     async def close(self) -> None:
         await self.delivery.close()
@@ -90,6 +92,7 @@ def build_services(
         ),
         idempotency=IdempotencyKeys(db, clock, lease=timedelta(seconds=settings.idempotency_lease)),
         abuse=abuse,
+        erasures=Erasures(db, clock),
     )
 
 

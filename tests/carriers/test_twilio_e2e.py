@@ -6,6 +6,7 @@ callbacks to Relay's real callback route over HTTPS.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -18,7 +19,7 @@ from tests.carriers.live_client import live_client
 from tests.carriers.provider_cases import http_table
 from tests.carriers.reading import attempts, event_types, settle
 from tests.carriers.twilio_fake import VALID_FROM, FakeTwilio
-from tests.harness import RunningServer, ServerThread, free_port, test_settings
+from tests.harness import RunningServer, ServerThread, count_rows, free_port, test_settings
 from tests.webhooks.receiver import isolated_database
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -162,3 +163,20 @@ async def test_the_callback_route_takes_forms_but_other_routes_still_refuse_them
 ) -> None:
     response = await live.post("/v1/verifications", data={"to": number()})
     assert response.status_code == 415
+
+
+async def test_a_receipt_for_an_erased_attempt_is_dropped_and_kept_nowhere(
+    live: httpx.AsyncClient, twilio: FakeTwilio, server: RunningServer
+) -> None:
+    created = await create(live)
+    sid = sid_for(twilio, created["to"])
+    erased = await live.post("/v1/erasures", json={"to": created["to"]})
+    assert erased.status_code == 200, erased.text
+    assert erased.json()["deleted"]["attempts"] == 1
+
+    assert await twilio.send_status(sid, "delivered", verify=server.tls_context()) == 204
+
+    parked = "SELECT count(*) AS n FROM early_reports WHERE carrier_message_id = :sid"
+    assert await asyncio.to_thread(count_rows, server.settings, parked, sid=sid) == 0
+    assert (await live.get(f"/v1/verifications/{created['id']}")).status_code == 404
+    assert await event_types(live, created["id"]) == []

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from relay_client import Relay
+import pytest
+
+from relay_client import NotFoundError, Relay
 from tests.client.conftest import fresh_number
 from tests.webhooks.receiver import wait_until
 
@@ -58,3 +60,17 @@ def test_events_retrieve_returns_one_event_with_its_delivery_state(relay: Relay)
     assert event["id"] == listed["id"]
     assert event["type"] == "verification.sent"
     assert event["delivery_attempts"] == []
+
+
+def test_erasures_create_deletes_what_names_a_number_and_says_how_much(relay: Relay) -> None:
+    to = fresh_number()
+    sent = relay.messages.send(to, code="482913")
+    erasure = relay.erasures.create(to, idempotency_key=f"erase-{to}")
+    assert erasure["object"] == "erasure"
+    assert erasure["livemode"] is False
+    assert erasure["to"] == f"{to[:5]}…{to[-2:]}"
+    assert erasure["deleted"]["messages"] == 1
+    assert erasure["deleted"]["attempts"] >= 1
+    assert relay.erasures.create(to, idempotency_key=f"erase-{to}") == erasure
+    with pytest.raises(NotFoundError):
+        relay.messages.retrieve(sent["id"])

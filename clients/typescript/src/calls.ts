@@ -2,6 +2,7 @@
 
 import type {
   CheckVerificationParams,
+  CreateErasureParams,
   CreateVerificationParams,
   ListEventsParams,
   ListVerificationsParams,
@@ -91,6 +92,10 @@ export function sendMessage(params: SendMessageParams): Call {
 
 export function retrieveMessage(id: string): Call {
   return { method: "GET", path: `/v1/messages/${segment(id)}` };
+}
+
+export function createErasure(params: CreateErasureParams): Call {
+  return { method: "POST", path: "/v1/erasures", body: given({ ...params }) };
 }
 
 export function retrieveEvent(id: string): Call {

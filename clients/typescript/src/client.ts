@@ -3,7 +3,7 @@
 import { nextPage, type Call, type RequestOptions } from "./calls.js";
 import { APIConnectionError, APIError, errorFromAnswer, isObject, RelayError } from "./errors.js";
 import type { Page } from "./objects.js";
-import { Events, Messages, Verifications } from "./resources.js";
+import { Erasures, Events, Messages, Verifications } from "./resources.js";
 import { afterError, afterResponse, retryPolicy, type RetryPolicy } from "./retries.js";
 import { VERSION } from "./version.js";
 
@@ -32,6 +32,7 @@ export class Relay {
   readonly verifications: Verifications;
   readonly messages: Messages;
   readonly events: Events;
+  readonly erasures: Erasures;
   readonly baseUrl: string;
   readonly #apiKey: string;
   readonly #timeout: number;
@@ -60,6 +61,7 @@ export class Relay {
     this.verifications = new Verifications(this);
     this.messages = new Messages(this);
     this.events = new Events(this);
+    this.erasures = new Erasures(this);
   }
 
   /** @internal Sends `call`, retrying as documented; the answer's JSON object. */

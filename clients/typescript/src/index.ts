@@ -25,9 +25,11 @@ export type {
   AttemptError,
   Channel,
   CheckVerificationParams,
+  CreateErasureParams,
   CreateVerificationParams,
   DeliveryAttempt,
   DeliveryStatus,
+  Erasure,
   ErrorDetail,
   Event,
   EventType,
@@ -40,7 +42,7 @@ export type {
   VerificationStatus,
   WebhookEvent,
 } from "./objects.js";
-export { AsyncPaginator, Events, Messages, Verifications } from "./resources.js";
+export { AsyncPaginator, Erasures, Events, Messages, Verifications } from "./resources.js";
 export type { components, operations, paths } from "./schema.js";
 export { DEFAULT_TOLERANCE, SIGNATURE_HEADER, verifyWebhook, type SignatureHeader, type VerifyWebhookOptions } from "./webhooks.js";
 export { VERSION } from "./version.js";

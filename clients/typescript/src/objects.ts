@@ -8,6 +8,8 @@ type Schemas = components["schemas"];
 
 export type Verification = Schemas["VerificationObject"];
 export type Message = Schemas["MessageObject"];
+/** What an erasure deleted, per kind; `to` is the destination masked (`+1415…71`). */
+export type Erasure = Schemas["ErasureObject"];
 export type Attempt = Schemas["AttemptObject"];
 export type AttemptError = Schemas["AttemptError"];
 /** An event as `GET /v1/events` shows it: the envelope and its delivery state. */
@@ -34,6 +36,9 @@ export type CreateVerificationParams = Omit<Schemas["CreateVerificationBody"], "
 
 /** `POST /v1/verifications/check`: exactly one of `id` and `to`. */
 export type CheckVerificationParams = { code: string } & ({ id: string; to?: never } | { to: string; id?: never });
+
+/** `POST /v1/erasures`: a number in E.164 form or an email address. */
+export type CreateErasureParams = Schemas["EraseBody"];
 
 /** `POST /v1/messages`: you generate the code. */
 export type SendMessageParams = Schemas["SendMessageBody"];

@@ -5,7 +5,9 @@ import type { RequestOptions } from "./calls.js";
 import type { Relay } from "./client.js";
 import type {
   CheckVerificationParams,
+  CreateErasureParams,
   CreateVerificationParams,
+  Erasure,
   Event,
   ListEventsParams,
   ListVerificationsParams,
@@ -98,6 +100,22 @@ export class Messages {
 
   retrieve(id: string, options?: RequestOptions): Promise<Message> {
     return this.#client.request(calls.retrieveMessage(id), options);
+  }
+}
+
+export class Erasures {
+  readonly #client: Relay;
+
+  constructor(client: Relay) {
+    this.#client = client;
+  }
+
+  /**
+   * Delete every verification and message of this key's account and mode sent to `to`,
+   * with all that names it; the counts of what was deleted, per kind.
+   */
+  create(params: CreateErasureParams, options?: RequestOptions): Promise<Erasure> {
+    return this.#client.request(calls.createErasure(params), options);
   }
 }
 

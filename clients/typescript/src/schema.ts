@@ -162,6 +162,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/erasures": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Erase a destination
+         * @description Delete every verification and message of this key's account and mode sent to `to`, with their attempts, events, webhook deliveries and stored idempotent answers, and the per-number limits' counts for it. A pending verification is deleted with its queued sends, which never leave. Figures (charts, `relay usage`) keep their counts, without the destination. Answers how many rows of each kind were deleted.
+         */
+        post: operations["create_erasure"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -335,6 +355,52 @@ export interface components {
          * @enum {string}
          */
         DeliveryStatus: "none" | "pending" | "delivered" | "dropped";
+        /** EraseBody */
+        EraseBody: {
+            /**
+             * To
+             * @description The destination whose data is deleted: a phone number in E.164 form, or an email address (every spelling that reaches its mailbox: case, `+tag`).
+             * @example +14155552671
+             */
+            to: string;
+        };
+        /** ErasedCounts */
+        ErasedCounts: {
+            /** Verifications */
+            verifications: number;
+            /** Messages */
+            messages: number;
+            /** Attempts */
+            attempts: number;
+            /** Events */
+            events: number;
+            /** Webhook Attempts */
+            webhook_attempts: number;
+            /** Idempotency Keys */
+            idempotency_keys: number;
+            /**
+             * Counters
+             * @description The per-number limits' counters and blocks whose subject was `to`.
+             */
+            counters: number;
+        };
+        /** ErasureObject */
+        ErasureObject: {
+            /**
+             * Object
+             * @constant
+             */
+            object: "erasure";
+            /** Livemode */
+            livemode: boolean;
+            /**
+             * To
+             * @description The destination, masked: `+1415…71`, `j…@example.com`.
+             * @example +1415…71
+             */
+            to: string;
+            deleted: components["schemas"]["ErasedCounts"];
+        };
         /** ErrorBody */
         ErrorBody: {
             error: components["schemas"]["ErrorDetail"];
@@ -1767,6 +1833,141 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EventList"];
+                };
+            };
+            /** @description Invalid request: a bad parameter, or a body that is not a JSON object (UTF-8, no duplicate keys, nested at most 32 deep) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Authentication failed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description HTTPS required */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object or route */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Method not allowed; `Allow` lists the methods the path takes */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The verification is closed, or the idempotency key is in use */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body larger than 64 KiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Idempotency key reused with another request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Rate or send limit reached; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No SMS route for the destination */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_erasure: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retried POST safe: the first answer is stored for 24 hours and replayed byte for byte, with `Idempotent-Replayed: true`, and nothing is sent or written twice. Printable ASCII; the same key with another request answers 422. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EraseBody"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErasureObject"];
                 };
             };
             /** @description Invalid request: a bad parameter, or a body that is not a JSON object (UTF-8, no duplicate keys, nested at most 32 deep) */

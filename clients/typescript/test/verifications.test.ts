@@ -188,6 +188,26 @@ describe("messages and events", () => {
   });
 });
 
+describe("erasures", () => {
+  it("delete what names a number and say how much, masked", async () => {
+    const to = freshNumber();
+    const message = await relay.messages.send({ to, code: "482913" });
+    const erasure = await relay.erasures.create({ to });
+    assert.equal(erasure.object, "erasure");
+    assert.equal(erasure.livemode, false);
+    assert.equal(erasure.to, `${to.slice(0, 5)}…${to.slice(-2)}`);
+    assert.equal(erasure.deleted.messages, 1);
+    const refusal = await rejection(relay.messages.retrieve(message.id));
+    assert.ok(refusal instanceof NotFoundError);
+  });
+
+  it("refuse a destination that is neither a number nor an address", async () => {
+    const refusal = await rejection(relay.erasures.create({ to: "12" }));
+    assert.ok(refusal instanceof InvalidRequestError);
+    assert.equal(refusal.param, "to");
+  });
+});
+
 async function rejection(promise: Promise<unknown>): Promise<Error & Record<string, unknown>> {
   try {
     await promise;

@@ -13,7 +13,7 @@ from typing import Any
 
 from relay import durations
 from relay.carriers.registry import CarrierConfigError
-from relay.cli import account_views, installation, keys, texts, usage
+from relay.cli import account_views, erasure, installation, keys, texts, usage
 from relay.cli.checks import check, check_file, unsafe_for_live
 from relay.config import LIVE_DELETE_AFTER_FLOOR, Settings, load_settings
 from relay.errors import RelayError
@@ -113,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     _log_format(worker)
 
     usage.add_parser(commands, _common)
+    erasure.add_parser(commands, _common)
 
     config = commands.add_parser("config", help="check a settings file")
     config_commands = config.add_subparsers(dest="action", required=True)
@@ -244,6 +245,8 @@ async def _manage(settings: Settings, args: argparse.Namespace) -> int:
     try:
         if args.command == "usage":
             return await usage.run(services, args)
+        if args.command in ("erase", "export"):
+            return await erasure.run(services, args)
         if args.command == "accounts" and args.action == "roll-webhook-secret":
             return await _roll_webhook_secret(services, args)
         if args.command == "accounts" and args.action == "update":

@@ -233,6 +233,17 @@ early_reports = Table(
     Index("ix_early_reports_message", "carrier", "carrier_message_id"),
 )
 
+# Carrier message ids of erased attempts (migration 0022), as SHA-256: a receipt for one
+# is dropped, not parked as an early one, until `expires_at`.
+erased_receipts = Table(
+    "erased_receipts",
+    metadata,
+    Column("carrier", String(60), primary_key=True),
+    Column("message_hash", String(64), primary_key=True),
+    Column("expires_at", UtcDateTime, nullable=False),
+    Index("ix_erased_receipts_expires", "expires_at"),
+)
+
 # Live sends per account, day, destination country, carrier and outcome.
 usage = Table(
     "usage",

@@ -16,7 +16,7 @@ from relay.carriers import routing
 from relay.carriers.base import Channel, DeliveryReport, SubmitReceipt
 from relay.carriers.registry import CarrierSet
 from relay.db.sql import Tx
-from relay.delivery import early_reports, store, usage
+from relay.delivery import early_reports, erased_receipts, store, usage
 from relay.delivery.attempts import AttemptStatus
 from relay.delivery.jobs import Job, Step
 from relay.delivery.owners import Kind, Owner, OwnerRef, OwnerState
@@ -139,6 +139,9 @@ class Recorder:
         """A carrier's final receipt, for whichever attempt carries its message id."""
         attempt = await store.by_carrier_message(tx, report.carrier, report.carrier_message_id)
         if attempt is None:
+            if await erased_receipts.erased(tx, report.carrier, report.carrier_message_id, now=now):
+                log.info("delivery.report_dropped carrier=%s reason=erased", report.carrier)
+                return Step()
             # The receipt overtook the recording of its submit: keep it for that.
             await early_reports.park(tx, report, now=now)
             return Step()

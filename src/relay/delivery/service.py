@@ -28,7 +28,7 @@ from relay.carriers.registry import CarrierSet
 from relay.clock import Clock
 from relay.db.driver import Db
 from relay.db.sql import Tx
-from relay.delivery import at_once, early_reports, leases, store
+from relay.delivery import at_once, early_reports, erased_receipts, leases, store
 from relay.delivery.attempts import AttemptStatus
 from relay.delivery.figures import MeasuredRoutes, RecentFigures
 from relay.delivery.jobs import Job, Sending, Step, Submitted, Then
@@ -380,9 +380,12 @@ class Delivery:
         return len(opened)
 
     async def prune(self) -> int:
-        """Parked receipts that matched nothing for a day are for SMS this database never sent."""
-        before = self._clock.now() - EARLY_REPORT_RETENTION
-        return await self._db.write(lambda tx: early_reports.prune(tx, before=before))
+        """Parked receipts that matched nothing for a day are for SMS this database never sent;
+        erased attempts' message ids are forgotten once their window has passed."""
+        now = self._clock.now()
+        before = now - EARLY_REPORT_RETENTION
+        pruned = await self._db.write(lambda tx: early_reports.prune(tx, before=before))
+        return pruned + await self._db.write(lambda tx: erased_receipts.prune(tx, now=now))
 
     async def _follow(self, opened: list[AttemptRow]) -> None:
         """Submit failover attempts opened outside a dispatch, here if this process sends."""

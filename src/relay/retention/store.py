@@ -78,13 +78,27 @@ async def prune_batch(
     rows = await tx.fetch(due, {"account": account_id, "cutoff": cutoff, "limit": limit})
     if not rows:
         return 0
+    await remove(tx, messages=messages, account_id=account_id, ids=[r["id"] for r in rows])
+    return len(rows)
+
+
+async def remove(tx: Tx, *, messages: bool, account_id: str, ids: list[str]) -> None:
+    """Keep the figures of these verifications (or messages) of one account, then delete
+    them with their attempts, events, webhook attempts and stored idempotent answers:
+    what retention and erasure (relay.erasure) both delete."""
+    if not ids:
+        return
     params: dict[str, Any] = {
         "account": account_id,
-        "ids": [r["id"] for r in rows],
-        "prefix": "/v1/messages/" if messages else "/v1/verifications/",
+        "ids": ids,
+        "prefix": OWNER_PATH[messages],
     }
     for statement in rollup.MESSAGES if messages else rollup.VERIFICATIONS:
         await tx.execute(statement, params)
     for statement in MESSAGE_DELETES if messages else VERIFICATION_DELETES:
         await tx.execute(statement, params)
-    return len(rows)
+
+
+# The API path of a verification or message, before its id: what `resource_path` of the
+# idempotency keys that created or changed it starts with.
+OWNER_PATH = {False: "/v1/verifications/", True: "/v1/messages/"}

@@ -17,7 +17,15 @@ from starlette.types import Receive, Scope, Send
 
 from relay import errors as e
 from relay.services import Services
-from relay.web import carrier_routes, console, event_routes, message_routes, metrics_route, routes
+from relay.web import (
+    carrier_routes,
+    console,
+    erasure_routes,
+    event_routes,
+    message_routes,
+    metrics_route,
+    routes,
+)
 from relay.web.api_reference import api_page
 from relay.web.callback_budget import CallbackFailures
 from relay.web.callers import base_url
@@ -43,6 +51,7 @@ API: list[Operation] = [
     *message_routes.OPERATIONS,
     *event_routes.OPERATIONS,
     *carrier_routes.OPERATIONS,
+    *erasure_routes.OPERATIONS,
 ]
 
 

@@ -23,6 +23,7 @@ from relay_client.errors import (
 from relay_client.objects import (
     Attempt,
     Channel,
+    Erasure,
     Event,
     Message,
     Verification,
@@ -42,6 +43,7 @@ __all__ = [
     "AuthenticationError",
     "Channel",
     "ConflictError",
+    "Erasure",
     "Event",
     "InvalidRequestError",
     "Message",

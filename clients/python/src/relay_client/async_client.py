@@ -14,7 +14,7 @@ import httpx
 from relay_client import calls
 from relay_client.calls import Call
 from relay_client.core import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, Core, Verify, tls_verify
-from relay_client.objects import Channel, Event, Message, Verification, VerificationStatus
+from relay_client.objects import Channel, Erasure, Event, Message, Verification, VerificationStatus
 
 T = TypeVar("T")
 
@@ -46,6 +46,7 @@ class AsyncRelay:
         self.verifications = AsyncVerifications(self)
         self.messages = AsyncMessages(self)
         self.events = AsyncEvents(self)
+        self.erasures = AsyncErasures(self)
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -237,3 +238,15 @@ class AsyncEvents:
             ending_before=ending_before,
         )
         return AsyncPaginator(self._client, call)
+
+
+class AsyncErasures:
+    def __init__(self, client: AsyncRelay) -> None:
+        self._client = client
+
+    async def create(self, to: str, *, idempotency_key: str | None = None) -> Erasure:
+        """Delete every verification and message of this key's account and mode sent to
+        `to` (a number in E.164 or an email address), with all that names it; the counts
+        of what was deleted, per kind."""
+        call = calls.create_erasure(to, idempotency_key=idempotency_key)
+        return cast(Erasure, await self._client._request(call))

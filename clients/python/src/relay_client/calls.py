@@ -149,6 +149,10 @@ def list_events(
     return Call("GET", "/v1/events", params=params)
 
 
+def create_erasure(to: str, *, idempotency_key: str | None) -> Call:
+    return Call("POST", "/v1/erasures", {"to": to}, idempotency_key=idempotency_key)
+
+
 def next_page(call: Call, page: Mapping[str, Any]) -> Call | None:
     """The call for the page after `page`, or None at the end.
 

@@ -121,3 +121,22 @@ class Event(WebhookEvent):
     delivery_status: DeliveryStatus
     webhook_url: str | None
     delivery_attempts: list[DeliveryAttempt]
+
+
+class ErasedCounts(TypedDict):
+    verifications: int
+    messages: int
+    attempts: int
+    events: int
+    webhook_attempts: int
+    idempotency_keys: int
+    counters: int
+
+
+class Erasure(TypedDict):
+    """What an erasure deleted; `to` is the destination masked (`+1415…71`)."""
+
+    object: Literal["erasure"]
+    livemode: bool
+    to: str
+    deleted: ErasedCounts

@@ -14,7 +14,7 @@ import httpx
 from relay_client import calls
 from relay_client.calls import Call
 from relay_client.core import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, Core, Verify, tls_verify
-from relay_client.objects import Channel, Event, Message, Verification, VerificationStatus
+from relay_client.objects import Channel, Erasure, Event, Message, Verification, VerificationStatus
 
 T = TypeVar("T")
 
@@ -46,6 +46,7 @@ class Relay:
         self.verifications = Verifications(self)
         self.messages = Messages(self)
         self.events = Events(self)
+        self.erasures = Erasures(self)
 
     def close(self) -> None:
         self._http.close()
@@ -236,3 +237,15 @@ class Events:
             ending_before=ending_before,
         )
         return Paginator(self._client, call)
+
+
+class Erasures:
+    def __init__(self, client: Relay) -> None:
+        self._client = client
+
+    def create(self, to: str, *, idempotency_key: str | None = None) -> Erasure:
+        """Delete every verification and message of this key's account and mode sent to
+        `to` (a number in E.164 or an email address), with all that names it; the counts
+        of what was deleted, per kind."""
+        call = calls.create_erasure(to, idempotency_key=idempotency_key)
+        return cast(Erasure, self._client._request(call))

@@ -14,6 +14,7 @@ from relay.services import Services
 from relay.web.console import (
     actions,
     auth,
+    erasure,
     key_actions,
     keys,
     lists,
@@ -60,6 +61,7 @@ def routes(services: Services) -> list[BaseRoute]:
         ("GET", "/events", lists.events_page),
         ("GET", "/account", actions.account_page),
         ("POST", "/actions/cancel", actions.cancel),
+        ("POST", "/actions/erase", erasure.erase),
         ("POST", "/actions/replay", actions.replay_delivery),
         ("POST", "/actions/roll-secret", actions.roll_secret),
         ("POST", "/texts/set", texts.set_text),

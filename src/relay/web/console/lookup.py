@@ -13,6 +13,7 @@ from relay.email_address import parse_mailbox
 from relay.errors import ParameterInvalid
 from relay.ids import is_id
 from relay.web.console.auth import Console, current, view_of
+from relay.web.console.erasure import erase_form
 from relay.web.console.pages import HEADERS, button_form, e, page, refusal, table
 from relay.web.console.session import Session
 
@@ -68,6 +69,7 @@ async def lookup_page(console: Console, request: Request) -> Response:
                 for s in found
             ]
             listing = table(["Id", "Number", "Status", "Created"], rows, raw=True)
+            listing += erase_form(session, view, destination)
             return page("Look-up", body + listing, session=session, here="lookup")
     else:
         body += refusal(
