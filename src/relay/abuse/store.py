@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from relay.abuse.models import Bucket, Kind, Totals, bucket_of, step_of
+from relay.abuse.models import BUCKET, Bucket, Kind, Totals, bucket_of, step_of
 from relay.accounts.models import Scope
 from relay.db.sql import Row, Sql, Tx, moment
 from relay.records import fast_init
@@ -316,6 +316,9 @@ async def bump_many(
     # Held by the writer to its batch's end, summed with the batch's other units' (the
     # same few shared rows): `relay.db.sums`.
     account, livemode = scope.account_id, scope.livemode
+    # A moment's bucket costs a hash of the moment to find (`bucket_of`): found once for
+    # every kind counted in the common step.
+    common = bucket_of(at, BUCKET)
     await tx.add_up(
         _BUMP,
         [
@@ -324,7 +327,7 @@ async def bump_many(
                 "livemode": livemode,
                 "kind": _KIND_TEXT[kind],
                 "subject": subject,
-                "bucket": bucket_of(at, _STEP[kind]),
+                "bucket": common if _STEP[kind] is BUCKET else bucket_of(at, _STEP[kind]),
                 # A number's row is its own; only rows every send shares are split.
                 "shard": 0 if kind is Kind.NUMBER else shard,
                 "sends": sends,
