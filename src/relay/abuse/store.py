@@ -107,6 +107,7 @@ _NO_SENDS = Totals()
 # An enum's `.value` is a Python property.
 _KIND_TEXT = {kind: kind.value for kind in Kind}
 _STEP = {kind: step_of(kind) for kind in Kind}
+_NUMBER_TEXT = Kind.NUMBER.value
 _BEFORE_SEND = Sql(" UNION ALL ".join(_SEND_PARTS))
 _BEFORE_SEND_WITH_TEXTS = Sql(" UNION ALL ".join([*_SEND_PARTS, _TEXT_PART]))
 
@@ -341,8 +342,22 @@ async def bump_many(
 
 
 async def add_failed_check(tx: Tx, scope: Scope, number: str, *, at: datetime) -> None:
-    """One wrong code against the number (in a shard on PostgreSQL, as any counter)."""
-    await bump_many(tx, scope, [(Kind.NUMBER, number, 0, 0, 1)], at=at)
+    """One wrong code against the number, written at once: its row is the number's own,
+    which no other unit of a batch adds to, so holding it (`Tx.add_up`) sums nothing."""
+    await tx.execute(
+        _BUMP,
+        {
+            "account_id": scope.account_id,
+            "livemode": scope.livemode,
+            "kind": _NUMBER_TEXT,
+            "subject": number,
+            "bucket": bucket_of(at, _STEP[Kind.NUMBER]),
+            "shard": 0,
+            "sends": 0,
+            "approvals": 0,
+            "failed_checks": 1,
+        },
+    )
 
 
 def failed_check_bucket(at: datetime) -> datetime:
