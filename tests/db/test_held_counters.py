@@ -124,6 +124,19 @@ async def test_a_batch_writes_each_row_it_added_to_once_after_its_units(db: Db) 
 
 @pytest.mark.asyncio
 async def test_a_refusal_reads_the_buckets_the_batch_holds(db: Db) -> None:
+    prefix = NUMBER[:-4]
+
+    async def approval_then_window(tx: Tx) -> int:
+        await store.bump_many(tx, SCOPE, [(Kind.PREFIX, prefix, 0, 1, 0)], at=NOW)
+        buckets = await store.window(tx, SCOPE, Kind.PREFIX, prefix, since=DAY)
+        return sum(bucket.approvals for bucket in buckets)
+
+    seen = await asyncio.gather(*(db.write(approval_then_window) for _ in range(3)))
+    assert seen == [1, 2, 3]
+
+
+@pytest.mark.asyncio
+async def test_a_wrong_code_is_counted_in_its_unit_and_seen_by_the_next(db: Db) -> None:
     async def wrong_code_then_window(tx: Tx) -> int:
         await store.add_failed_check(tx, SCOPE, NUMBER, at=NOW)
         buckets = await store.window(tx, SCOPE, Kind.NUMBER, NUMBER, since=DAY)

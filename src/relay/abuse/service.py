@@ -154,17 +154,20 @@ class AbuseGuard:
         self,
         tx: Tx,
         scope: Scope,
-        destination: Destination,
         *,
+        number: str,
+        e164: str,
+        country: str,
         correct: bool,
         now: datetime,
     ) -> None:
-        """Wrong codes count against the number; approvals are the conversions the
-        pumping guard compares sends with."""
+        """Wrong codes count against the number (`number`: a destination's `key`);
+        approvals are the conversions the pumping guard compares sends with (`e164` and
+        `country`: the destination's)."""
         if not correct:
-            await store.add_failed_check(tx, scope, destination.key, at=now)
+            await store.add_failed_check(tx, scope, number, at=now)
             return
-        rows = [(kind, subject, 0, 1, 0) for kind, subject in self._subjects(destination)]
+        rows = [(kind, subject, 0, 1, 0) for kind, subject in _subjects_of(e164, country)]
         if rows:
             await store.bump_many(tx, scope, rows, at=now)
 
@@ -247,9 +250,13 @@ class AbuseGuard:
     def _subjects(destination: Destination) -> tuple[tuple[Kind, str], ...]:
         """The prefix and country the pumping guard counts; none for an email address
         (no termination fee to pump, no country to route or bill by)."""
-        if not destination.country:
-            return ()
-        return ((Kind.PREFIX, prefix_of(destination.e164)), (Kind.COUNTRY, destination.country))
+        return _subjects_of(destination.e164, destination.country)
+
+
+def _subjects_of(e164: str, country: str) -> tuple[tuple[Kind, str], ...]:
+    if not country:
+        return ()
+    return ((Kind.PREFIX, prefix_of(e164)), (Kind.COUNTRY, country))
 
 
 # Windows and blocks read for a destination without a prefix or country: "" is a

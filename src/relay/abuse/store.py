@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from relay.abuse.models import Bucket, Kind, Totals, bucket_of, step_of
+from relay.abuse.models import BUCKET, Bucket, Kind, Totals, bucket_of, step_of
 from relay.accounts.models import Scope
 from relay.db.sql import Row, Sql, Tx, moment
 from relay.records import fast_init
@@ -107,6 +107,7 @@ _NO_SENDS = Totals()
 # An enum's `.value` is a Python property.
 _KIND_TEXT = {kind: kind.value for kind in Kind}
 _STEP = {kind: step_of(kind) for kind in Kind}
+_NUMBER_TEXT = Kind.NUMBER.value
 _BEFORE_SEND = Sql(" UNION ALL ".join(_SEND_PARTS))
 _BEFORE_SEND_WITH_TEXTS = Sql(" UNION ALL ".join([*_SEND_PARTS, _TEXT_PART]))
 
@@ -316,6 +317,9 @@ async def bump_many(
     # Held by the writer to its batch's end, summed with the batch's other units' (the
     # same few shared rows): `relay.db.sums`.
     account, livemode = scope.account_id, scope.livemode
+    # A moment's bucket costs a hash of the moment to find (`bucket_of`): found once for
+    # every kind counted in the common step.
+    common = bucket_of(at, BUCKET)
     await tx.add_up(
         _BUMP,
         [
@@ -324,7 +328,7 @@ async def bump_many(
                 "livemode": livemode,
                 "kind": _KIND_TEXT[kind],
                 "subject": subject,
-                "bucket": bucket_of(at, _STEP[kind]),
+                "bucket": common if _STEP[kind] is BUCKET else bucket_of(at, _STEP[kind]),
                 # A number's row is its own; only rows every send shares are split.
                 "shard": 0 if kind is Kind.NUMBER else shard,
                 "sends": sends,
@@ -338,8 +342,22 @@ async def bump_many(
 
 
 async def add_failed_check(tx: Tx, scope: Scope, number: str, *, at: datetime) -> None:
-    """One wrong code against the number (in a shard on PostgreSQL, as any counter)."""
-    await bump_many(tx, scope, [(Kind.NUMBER, number, 0, 0, 1)], at=at)
+    """One wrong code against the number, written at once: its row is the number's own,
+    which no other unit of a batch adds to, so holding it (`Tx.add_up`) sums nothing."""
+    await tx.execute(
+        _BUMP,
+        {
+            "account_id": scope.account_id,
+            "livemode": scope.livemode,
+            "kind": _NUMBER_TEXT,
+            "subject": number,
+            "bucket": bucket_of(at, _STEP[Kind.NUMBER]),
+            "shard": 0,
+            "sends": 0,
+            "approvals": 0,
+            "failed_checks": 1,
+        },
+    )
 
 
 def failed_check_bucket(at: datetime) -> datetime:

@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from relay.accounts import template_store
 from relay.carriers.base import Passcode
 from relay.crypto import Keyring
 from relay.db.sql import Row, Tx, flag, moment
 from relay.delivery.attempts import Attempt, AttemptStatus
-from relay.events.models import EventType
+from relay.events.models import EventType, Shown
 from relay.events.store import Subject
 from relay.records import fast_init
 from relay.sms.custom import NO_TEMPLATES, CustomTemplates, render_text
@@ -204,7 +204,7 @@ class Told:
     and the events (type, the owner as each shows it) it records about them."""
 
     state: OwnerState
-    events: Sequence[tuple[EventType, dict[str, Any]]]
+    events: Sequence[tuple[EventType, Shown]]
     # What the events are about: the owner itself.
     subject: Subject
 

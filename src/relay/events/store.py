@@ -11,7 +11,7 @@ import orjson
 
 from relay.clock import isoformat
 from relay.db.sql import Row, Sql, Tx, moment
-from relay.events.models import DeliveryStatus, EventType, NewEvent
+from relay.events.models import DeliveryStatus, EventType, NewEvent, Shown, payload_json
 from relay.ids import new_id
 from relay.webhooks.guard import endpoint
 
@@ -21,6 +21,8 @@ _DELIVERY_STATUS_OF: dict[str, DeliveryStatus] = {member.value: member for membe
 # An enum's `.value` is a Python property: read per event.
 _TYPE_TEXT = {kind: kind.value for kind in EventType}
 _DELIVERY_TEXT = {status: status.value for status in DeliveryStatus}
+_PENDING_TEXT = DeliveryStatus.PENDING.value
+_NONE_TEXT = DeliveryStatus.NONE.value
 
 # Notified when an event with a webhook commits: the delivery loop listens.
 CHANNEL = "events"
@@ -50,7 +52,7 @@ class Subject(Protocol):
 
 
 async def record_about(
-    tx: Tx, subject: Subject, kind: EventType, *, now: datetime, data_object: dict[str, Any]
+    tx: Tx, subject: Subject, kind: EventType, *, now: datetime, data_object: Shown
 ) -> None:
     """A new event of `kind` about `subject`, showing it as `data_object`."""
     await record_all_about(tx, subject, [(kind, data_object)], now=now)
@@ -59,7 +61,7 @@ async def record_about(
 async def record_all_about(
     tx: Tx,
     subject: Subject,
-    changes: Sequence[tuple[EventType, dict[str, Any]]],
+    changes: Sequence[tuple[EventType, Shown]],
     *,
     now: datetime,
 ) -> None:
@@ -68,18 +70,32 @@ async def record_all_about(
     if not changes:
         return
     webhook_url = subject.webhook_url
-    await tx.executemany(
-        _INSERT_EVENT,
-        [
-            _params(
-                NewEvent(new_id("evt"), kind, now, subject.livemode, data),
-                account_id=subject.account_id,
-                related_id=subject.id,
-                webhook_url=webhook_url,
-            )
-            for kind, data in changes
-        ],
-    )
+    account_id, livemode, related_id = subject.account_id, subject.livemode, subject.id
+    # The delivery loop's per-endpoint cap reads `endpoint` (`relay.events.due`).
+    if webhook_url:
+        status, receiver, due = _PENDING_TEXT, endpoint(webhook_url), now
+    else:
+        status, receiver, due = _NONE_TEXT, None, None
+    rows: list[dict[str, Any]] = []
+    for kind, data in changes:
+        event_id = new_id("evt")
+        rows.append(
+            {
+                "id": event_id,
+                "account_id": account_id,
+                "livemode": livemode,
+                "type": _TYPE_TEXT[kind],
+                "related_id": related_id,
+                # A new id's characters need no escaping in JSON.
+                "payload": payload_json(f'"{event_id}"', kind, now, livemode, data),
+                "webhook_url": webhook_url,
+                "endpoint": receiver,
+                "delivery_status": status,
+                "created_at": now,
+                "next_attempt_at": due,
+            }
+        )
+    await tx.executemany(_INSERT_EVENT, rows)
     if webhook_url:
         tx.notify(CHANNEL)
 
@@ -94,7 +110,7 @@ def _params(
         "livemode": event.livemode,
         "type": _TYPE_TEXT[event.type],
         "related_id": related_id,
-        "payload": orjson.dumps(event.envelope()).decode(),
+        "payload": event.payload(),
         "webhook_url": webhook_url,
         # The delivery loop's per-endpoint cap reads this key (`relay.events.due`).
         "endpoint": endpoint(webhook_url) if webhook_url else None,

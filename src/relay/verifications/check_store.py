@@ -14,7 +14,6 @@ from relay.abuse.store import failed_checks_of
 from relay.accounts.models import Scope
 from relay.db.sql import Row, Sql, Tx
 from relay.delivery.joined import JOINED_ATTEMPT_COLUMNS
-from relay.phone import Destination
 from relay.records import fast_init
 from relay.verifications.models import Verification
 from relay.verifications.store import IN_SCOPE_OF_V, SCOPE_BY_KEY, SCOPE_OF_V, joined
@@ -54,12 +53,6 @@ class CheckMaterial:
     failed_checks: int
     # Its `to_number`: the destination its wrong codes count against (an email's mailbox).
     key: str
-
-    @property
-    def destination(self) -> Destination:
-        verification = self.verification
-        mailbox = None if self.key == verification.to else self.key
-        return Destination(verification.to, verification.country, mailbox)
 
 
 async def check_material(

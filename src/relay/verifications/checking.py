@@ -209,7 +209,15 @@ class Checks:
         else:
             await events.record(tx, verification, EventType.VERIFICATION_MAX_ATTEMPTS_REACHED, now)
         # Last, for the same reason as in create: shared counter rows, locked until commit.
-        await self._abuse.record_check(tx, scope, found.destination, correct=correct, now=now)
+        await self._abuse.record_check(
+            tx,
+            scope,
+            number=found.key,
+            e164=current.to,
+            country=current.country,
+            correct=correct,
+            now=now,
+        )
 
     async def _closed(
         self, tx: Tx, scope: Scope, current: Verification, now: datetime, claim: Pending | None

@@ -10,7 +10,7 @@ from relay.db.sql import Tx
 from relay.events import store as event_store
 from relay.events.models import EventType
 from relay.verifications import store
-from relay.verifications.models import Verification, as_shown
+from relay.verifications.models import Verification, shown_json
 
 
 async def record(
@@ -22,7 +22,7 @@ async def record(
     payload: dict[str, Any] | None = None,
 ) -> None:
     """`payload`: the verification as the event shows it, when not as it stands now."""
-    data = as_shown(verification, now) if payload is None else payload
+    data = shown_json(verification, now) if payload is None else payload
     await event_store.record_about(tx, verification, kind, now=now, data_object=data)
 
 

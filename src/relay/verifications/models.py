@@ -9,6 +9,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+import orjson
+
 from relay.carriers.base import Channel
 from relay.clock import isoformat
 from relay.delivery.attempts import Attempt, AttemptStatus, shown_as_sent
@@ -121,6 +123,8 @@ class _Shown:
     """The last verification `as_shown` made, the moment it was shown at, and how."""
 
     last: tuple[Verification | None, datetime | None, dict[str, Any]] = (None, None, {})
+    # The last view rendered as JSON, held by identity as `last` holds its record.
+    rendered: tuple[dict[str, Any] | None, bytes] = (None, b"")
 
 
 def as_shown(verification: Verification, now: datetime) -> dict[str, Any]:
@@ -134,6 +138,18 @@ def as_shown(verification: Verification, now: datetime) -> dict[str, Any]:
     view = verification.to_api(now)
     _Shown.last = (verification, now, view)
     return view
+
+
+def shown_json(verification: Verification, now: datetime) -> bytes:
+    """`as_shown(verification, now)` as JSON, rendered once: an answer's body and its
+    unit's event about the same record at the same moment carry the same bytes."""
+    view = as_shown(verification, now)
+    kept, rendered = _Shown.rendered
+    if kept is view:
+        return rendered
+    rendered = orjson.dumps(view)
+    _Shown.rendered = (view, rendered)
+    return rendered
 
 
 def sent_from(shown: dict[str, Any], attempt_id: str) -> dict[str, Any]:

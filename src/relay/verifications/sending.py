@@ -7,15 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from relay.crypto import Keyring
 from relay.db.sql import Tx
 from relay.delivery.attempts import Attempt
 from relay.delivery.owners import Answer, Draft, OwnerState, Told, as_answered, drafted
-from relay.events.models import EventType
+from relay.events.models import EventType, Shown
 from relay.verifications import events, store
-from relay.verifications.models import Status, Verification, as_shown, sent_from
+from relay.verifications.models import Status, Verification, as_shown, sent_from, shown_json
 
 
 def owner_state(verification: Verification, now: datetime) -> OwnerState:
@@ -79,17 +78,17 @@ class VerificationOwner:
         assert isinstance(opened, Verification)
         # The last carrier failing leaves it pending: the caller may resend.
         verification = opened.with_attempts((*opened.attempts, *attempts))
-        changes: list[tuple[EventType, dict[str, Any]]] = []
+        changes: list[tuple[EventType, Shown]] = []
         for answer in answers:
             attempts = as_answered(verification.attempts, answer)
             # The last answer's event shows the verification as the create answers with it:
-            # the same record, shown once (`as_shown`).
+            # the same record, shown once (`shown_json`).
             same = attempts == verification.attempts
             shown = verification if same else verification.with_attempts(attempts)
             view = as_shown(shown, now)
             if answer.outcome == "delivered":
                 changes.append((EventType.VERIFICATION_SENT, sent_from(view, answer.attempt_id)))
-            changes.append((_TOLD[answer.outcome], view))
+            changes.append((_TOLD[answer.outcome], shown_json(shown, now)))
         return Told(owner_state(verification, now), changes, verification)
 
     async def attempt_canceled(self, tx: Tx, owner_id: str, *, now: datetime) -> None:

@@ -38,5 +38,16 @@ class JsonResponse(JSONResponse):
         body = self.body = orjson.dumps(content)
         self.raw_headers = [(b"content-length", str(len(body)).encode()), _CONTENT_TYPE]
 
+    @classmethod
+    def rendered(cls, body: bytes) -> JsonResponse:
+        """An answer whose body is JSON already rendered, as `JsonResponse(content)` would
+        answer with `content`."""
+        response = cls.__new__(cls)
+        response.status_code = 200
+        response.background = None
+        response.body = body
+        response.raw_headers = [(b"content-length", str(len(body)).encode()), _CONTENT_TYPE]
+        return response
+
     def render(self, content: Any) -> bytes:
         return orjson.dumps(content)

@@ -19,7 +19,7 @@ from relay.idempotency.claims import Pending
 from relay.ids import is_id
 from relay.log import bind
 from relay.verifications.destinations import is_email, require_channels
-from relay.verifications.models import Verification, as_shown
+from relay.verifications.models import Verification, shown_json
 from relay.verifications.pages import ListQuery
 from relay.verifications.service import CreateRequest
 from relay.web.fields import require_locale, require_webhook_url
@@ -39,8 +39,8 @@ from relay.web.schemas import (
 
 
 def _render(verification: Verification, now: datetime) -> Response:
-    # As the unit that made it shows it in its event, if it records one (`as_shown`).
-    return JsonResponse(as_shown(verification, now))
+    # As the unit that made it shows it in its event, if it records one (`shown_json`).
+    return JsonResponse.rendered(shown_json(verification, now))
 
 
 def _answer(claim: Pending | None, verification: Verification, now: datetime) -> Response:
