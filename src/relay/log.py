@@ -101,15 +101,19 @@ class KeyValueFormatter(logging.Formatter):
         """As logging's own (local time, milliseconds), its second's text kept."""
         if datefmt is not None:
             return super().formatTime(record, datefmt)
-        second = int(record.created)
+        return self.stamp(record.created, record.msecs)
+
+    def stamp(self, created: float, msecs: float) -> str:
+        """The time stamp of a line made at `created` (seconds) and `msecs` past its second."""
+        second = int(created)
         kept, text = self._second
         if kept != second:
-            text = time.strftime(self.default_time_format, self.converter(record.created))
+            text = time.strftime(self.default_time_format, self.converter(created))
             self._second = (second, text)
         msec_format = self.default_msec_format
         if msec_format == _MSEC_FORMAT:
-            return text + _MSECS[int(record.msecs)]
-        return text if msec_format is None else msec_format % (text, record.msecs)
+            return text + _MSECS[int(msecs)]
+        return text if msec_format is None else msec_format % (text, msecs)
 
 
 # Distinct layouts of records kept (`KeyValueFormatter._fields_of`): the log's call sites
@@ -119,27 +123,46 @@ _LAYOUTS_KEPT = 1024
 _MSEC_FORMAT = "%s,%03d"
 _MSECS = tuple(f",{msecs:03d}" for msecs in range(1000))
 
+# The handler `configure` set up: `relay.access_line` writes to its stream directly.
+_configured: logging.StreamHandler[TextIO] | None = None
+
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, action, then the line's fields."""
 
     def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "action": masked(record.getMessage()),
-        }
         fields = {**request_fields(), **record.__dict__}
-        for key, value in fields.items():
-            if key in _STANDARD or key in entry:
-                continue
-            if key not in _KEPT and _SECRET_NAMES.search(key):
-                continue
-            entry[key] = _safe(value)
-        if record.exc_info:
-            entry["exception"] = masked(self.formatException(record.exc_info))
-        return orjson.dumps(entry, default=str).decode()
+        exception = self.formatException(record.exc_info) if record.exc_info else None
+        return json_line(
+            record.created, record.levelname, record.name, record.getMessage(), fields, exception
+        )
+
+
+def json_line(
+    created: float,
+    level: str,
+    name: str,
+    action: str,
+    fields: dict[str, Any],
+    exception: str | None,
+) -> str:
+    """A JSON log line: its time, level, logger and action, then `fields` that are not
+    logging's record's own, none named like a secret, each masked."""
+    entry: dict[str, Any] = {
+        "time": datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds"),
+        "level": level.lower(),
+        "logger": name,
+        "action": masked(action),
+    }
+    for key, value in fields.items():
+        if key in _STANDARD or key in entry:
+            continue
+        if key not in _KEPT and _SECRET_NAMES.search(key):
+            continue
+        entry[key] = _safe(value)
+    if exception is not None:
+        entry["exception"] = masked(exception)
+    return orjson.dumps(entry, default=str).decode()
 
 
 def _safe(value: Any) -> Any:
@@ -158,8 +181,10 @@ def configure(level: str = "info", log_format: str = "text") -> None:
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
+    global _configured
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else KeyValueFormatter())
+    _configured = handler
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
@@ -167,6 +192,11 @@ def configure(level: str = "info", log_format: str = "text") -> None:
     if log_format == "json":
         sys.excepthook = _uncaught
         threading.excepthook = _uncaught_in_thread
+
+
+def configured_handler() -> logging.StreamHandler[TextIO] | None:
+    """The handler `configure` last set up, if any."""
+    return _configured
 
 
 def json_lines() -> bool:

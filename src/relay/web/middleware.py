@@ -17,6 +17,7 @@ from relay.db.sql import DatabaseUnavailable, MustRetry
 from relay.ids import new_id
 from relay.log import begin_request, end_request
 from relay.metrics import observe
+from relay.web import access_line
 from relay.web.bodies import replay
 from relay.web.callers import base_url
 from relay.web.errors import error_response
@@ -115,7 +116,9 @@ class Edge:
     def finish(self, scope: Scope, request_id: str, status: int, started: float) -> None:
         """The request's log line and its metric."""
         elapsed = time.perf_counter() - started
-        if log.isEnabledFor(logging.INFO):
+        if log.isEnabledFor(logging.INFO) and not access_line.written(
+            log, request_id, scope["method"], scope["path"], status, round(elapsed * 1000, 2)
+        ):
             # `log.info` less its search of the stack for the caller, which no line shows;
             # the fields set in one update, as `extra` would set them one by one after
             # checking each name against the record's own (these never are one).
