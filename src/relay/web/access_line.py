@@ -58,8 +58,9 @@ def written(
     # handler's lock, so it never interleaves with another line on the same stream.
     handler.acquire()
     try:
-        handler.stream.write(line + handler.terminator)
-        handler.flush()
+        stream = handler.stream
+        stream.write(line + handler.terminator)
+        stream.flush()
     except Exception:
         record = logger.makeRecord(logger.name, logging.INFO, __file__, 0, _ACTION, (), None)
         handler.handleError(record)
@@ -80,16 +81,14 @@ def _sole_handler(logger: logging.Logger) -> logging.StreamHandler[Any] | None:
         or logging.getLogRecordFactory() is not logging.LogRecord
     ):
         return None
-    seen = 0
-    node: logging.Logger | None = logger
-    while node is not None:
-        if node.filters:
+    # Up to the first logger with handlers or filters of its own: it must be the root
+    # (nothing above it) and hold only Relay's handler, unfiltered.
+    node = logger
+    while node.propagate and not node.handlers and not node.filters:
+        parent = node.parent
+        if parent is None:
             return None
-        for handler in node.handlers:
-            if handler is not own:
-                return None
-            seen += 1
-        if not node.propagate:
-            break
-        node = node.parent
-    return own if seen == 1 else None
+        node = parent
+    if node.parent is not None or node.filters or node.handlers != [own]:
+        return None
+    return own
