@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from relay.accounts.models import NewAccount
-from tests.harness import RunningServer, ServerThread, create_account, test_settings
+from tests.console.admin_server import admin_console_server
+from tests.harness import RunningServer, create_account
 
 ADMIN_TOKEN = "admin-token-for-the-erasure-page-tests"
 _numbers = itertools.count(100)
@@ -23,14 +24,7 @@ def fresh_number() -> str:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, database_url: str) -> Iterator[RunningServer]:
-    settings = test_settings(
-        tmp_path_factory.mktemp("data"),
-        database_url,
-        admin_token=ADMIN_TOKEN,
-        console_signin_burst=50,
-    )
-    with ServerThread(settings) as running:
-        yield running
+    yield from admin_console_server(tmp_path_factory, database_url, ADMIN_TOKEN)
 
 
 @pytest.fixture

@@ -11,21 +11,15 @@ import pytest
 
 from relay.accounts import key_store
 from relay.accounts.models import ApiKey, NewAccount
-from tests.harness import RunningServer, ServerThread, create_account, read_db, test_settings
+from tests.console.admin_server import admin_console_server
+from tests.harness import RunningServer, create_account, read_db
 
 ADMIN_TOKEN = "admin-token-for-the-keys-page-tests"
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, database_url: str) -> Iterator[RunningServer]:
-    settings = test_settings(
-        tmp_path_factory.mktemp("data"),
-        database_url,
-        admin_token=ADMIN_TOKEN,
-        console_signin_burst=50,
-    )
-    with ServerThread(settings) as running:
-        yield running
+    yield from admin_console_server(tmp_path_factory, database_url, ADMIN_TOKEN)
 
 
 @pytest.fixture
